@@ -1,0 +1,44 @@
+# EnergyFlow Edge — build, test and demo entry points.
+#
+#   make demo    run the simulated robot demo on the embedded defaults
+#   make test    everything CI runs (Go with -race, Python, browser, fakes)
+#   make deps    install what the above need (called by both)
+#   make bench   the benchmarks that print tables
+#
+# Package-specific targets live in mk/*.mk; each adds itself to
+# EXTRA_TESTS or EXTRA_BENCH.
+
+SHELL := /bin/bash
+GO ?= go
+PY := .venv/bin/python
+EXTRA_TESTS :=
+EXTRA_BENCH :=
+export ENERGYFLOW_ROOT := $(CURDIR)
+
+-include mk/*.mk
+
+.PHONY: deps demo test test-go test-py lint build bench
+deps:
+	./scripts/deps.sh
+
+build:
+	$(GO) build -o bin/energyflow ./cmd/energyflow
+
+demo: deps build
+	./bin/energyflow sim
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test-go:
+	$(GO) test -race -count=1 ./...
+
+test-py:
+	$(PY) -m pytest -q training sim
+
+test: deps lint test-go test-py $(EXTRA_TESTS)
+	@echo "make test: all suites passed"
+
+bench: deps $(EXTRA_BENCH)
