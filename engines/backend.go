@@ -16,6 +16,17 @@ type GraphSpec struct {
 	Inputs   []TensorInfo // expected inputs, in the order the caller binds them
 	Outputs  []TensorInfo // expected outputs, in the order the caller reads them
 	MaxBatch int          // largest batch the caller will bind
+	Plans    []PlanInfo   // TensorRT plans the manifest lists for this graph (ORT ignores them)
+}
+
+// PlanInfo is one entry of the manifest's "plans": a TensorRT plan built on
+// a target for one graph. Plans are tied to a TensorRT version and a GPU.
+type PlanInfo struct {
+	Graph      string `json:"graph"`       // "energy_grad" or "vision"
+	File       string `json:"file"`        // relative to the bundle, e.g. "plans/10.3.0_Orin_fp16.plan"
+	TRTVersion string `json:"trt_version"` // e.g. "10.3.0"
+	GPU        string `json:"gpu"`         // device name as CUDA reports it, e.g. "Orin"
+	Precision  string `json:"precision"`   // "fp16" or "fp32"
 }
 
 // Backend opens graphs on one kind of executor (ONNX Runtime on the CPU,
