@@ -1,0 +1,84 @@
+package runtime
+
+import "time"
+
+// Chunk is an action sequence predicted from one observation, with each
+// action stamped with the time it is meant for (latency compensation as in
+// Diffusion Policy's real-robot loop: action i of the executed window is due
+// at obsTime + i·period).
+type Chunk struct {
+	dim     int
+	actions []float64   // n × dim, un-standardized
+	due     []time.Time // n
+	n       int
+	next    int // first action not yet executed or dropped
+	// ObsTime is the capture time of the observation the chunk was sampled from.
+	ObsTime time.Time
+	// Seq numbers chunks in the order they were committed.
+	Seq int64
+}
+
+// NewChunk returns an empty chunk with room for up to maxActions actions of
+// width dim. Chunks are reused: Fill resets them without allocating.
+func NewChunk(maxActions, dim int) *Chunk {
+	return &Chunk{dim: dim, actions: make([]float64, maxActions*dim), due: make([]time.Time, maxActions)}
+}
+
+// Fill loads a chunk from the policy's prediction. pred holds predHorizon×dim
+// un-standardized actions; the executed window starts at index start
+// (T_o−1: the action aligned with the newest observation) and is at most
+// count long. Action start+i is due at obsTime + i·period.
+func (c *Chunk) Fill(pred []float32, start, count int, obsTime time.Time, period time.Duration, seq int64) {
+	maxN := len(c.due)
+	if count > maxN {
+		count = maxN
+	}
+	total := len(pred) / c.dim
+	if start+count > total {
+		count = total - start
+	}
+	if count < 0 {
+		count = 0
+	}
+	for i := 0; i < count; i++ {
+		src := pred[(start+i)*c.dim : (start+i+1)*c.dim]
+		dst := c.actions[i*c.dim : (i+1)*c.dim]
+		for j, v := range src {
+			dst[j] = float64(v)
+		}
+		c.due[i] = obsTime.Add(time.Duration(i) * period)
+	}
+	c.n, c.next, c.ObsTime, c.Seq = count, 0, obsTime, seq
+}
+
+// Len returns how many actions remain to be executed.
+func (c *Chunk) Len() int { return c.n - c.next }
+
+// Take returns the action to execute at time now. Actions whose due time is
+// more than half a period in the past are dropped (counted in dropped); the
+// first action due within ±half a period is consumed. When every remaining
+// action is late, the last one is executed rather than nothing (Diffusion
+// Policy's handling of an over-budget replan). ok is false when the chunk is
+// exhausted. The returned slice is owned by the chunk.
+func (c *Chunk) Take(now time.Time, period time.Duration) (action []float64, dropped int, ok bool) {
+	half := period / 2
+	for c.next < c.n {
+		i := c.next
+		if now.Sub(c.due[i]) > half && i < c.n-1 {
+			c.next++
+			dropped++
+			continue
+		}
+		if c.due[i].Sub(now) > half {
+			// Not due yet: the chunk starts in the future. Execute nothing new.
+			return nil, dropped, false
+		}
+		c.next++
+		return c.actions[i*c.dim : (i+1)*c.dim], dropped, true
+	}
+	return nil, dropped, false
+}
+
+// Remaining returns the not-yet-executed actions as a flat slice (owned by the
+// chunk), for re-scoring the committed plan.
+func (c *Chunk) Remaining() []float64 { return c.actions[c.next*c.dim : c.n*c.dim] }

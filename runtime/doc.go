@@ -1,0 +1,15 @@
+// Package runtime is the real-time control loop of EnergyFlow Edge: it wires
+// a camera, a policy (package engines), the safety gate, the arm and
+// telemetry together and runs them at a fixed rate.
+//
+// # Concepts
+//
+// The Scheduler wakes the loop at absolute deadlines on the monotonic clock
+// and counts overruns instead of drifting. Each tick reads the arm, pushes an
+// observation into the history, hands it to the inference goroutine when a
+// replan is due (a tick never waits for inference), executes the current
+// action Chunk with latency compensation, asks the scorer for a fresh energy
+// of the committed chunk, passes the command through safety and publishes
+// telemetry. The Machine holds the operating state:
+// INIT → READY → RUNNING → STOPPED(reason) → reset → READY.
+package runtime
