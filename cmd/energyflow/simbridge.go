@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bridge is a running Meta-World bridge process (sim/bridge.py): a Modbus TCP
+// arm and an MJPEG camera on loopback, plus an episode-control HTTP API used
+// only by harnesses (never by the runtime).
+type bridge struct {
+	cmd    *exec.Cmd
+	Modbus string `json:"modbus"` // host:port of the Modbus TCP server
+	HTTP   string `json:"http"`   // host:port of the camera and episode API
+	done   chan error
+	client *http.Client
+}
+
+type bridgeOptions struct {
+	root     string // repository root (for .venv and sim/)
+	task     string
+	level    string
+	seed     int
+	mapFile  string
+	lockstep bool
+	rateHz   float64
+	camera   string // "WxH"
+	log      io.Writer
+}
+
+// projectRoot finds the repository root: $ENERGYFLOW_ROOT, else the first
+// parent of the working directory or of the executable holding go.mod and sim/.
+func projectRoot() (string, error) {
+	if r := os.Getenv("ENERGYFLOW_ROOT"); r != "" {
+		return r, nil
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, s := range starts {
+		for d := s; ; d = filepath.Dir(d) {
+			if fileExists(filepath.Join(d, "go.mod")) && fileExists(filepath.Join(d, "sim")) {
+				return d, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", errors.New("cannot find the EnergyFlow Edge checkout (set ENERGYFLOW_ROOT or run from the repository)")
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// startBridge launches the bridge and waits for its ready line (one JSON
+// object with the bound addresses) on stdout.
+func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
+	py := filepath.Join(o.root, ".venv", "bin", "python")
+	if !fileExists(py) {
+		return nil, fmt.Errorf("sim: %s not found: run 'make deps' first (it creates the Python environment)", py)
+	}
+	args := []string{"-m", "sim.bridge", "--task", o.task, "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--map", o.mapFile, "--level", o.level, "--seed", fmt.Sprint(o.seed)}
+	if o.camera != "" {
+		args = append(args, "--camera-size", o.camera)
+	}
+	if o.lockstep {
+		args = append(args, "--lockstep")
+	} else if o.rateHz > 0 {
+		args = append(args, "--rate", fmt.Sprint(o.rateHz))
+	}
+	cmd := exec.Command(py, args...)
+	cmd.Dir = o.root
+	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+	if os.Getenv("MUJOCO_GL") == "" {
+		cmd.Env = append(cmd.Env, "MUJOCO_GL=osmesa", "PYOPENGL_PLATFORM=osmesa")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	logw := o.log
+	if logw == nil {
+		logw = io.Discard
+	}
+	cmd.Stderr = logw
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sim: start bridge: %w", err)
+	}
+	b := &bridge{cmd: cmd, done: make(chan error, 1), client: &http.Client{Timeout: 30 * time.Second}}
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		got := false
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if !got && strings.HasPrefix(line, "{") {
+				err := json.Unmarshal([]byte(line), b)
+				if err == nil && (b.Modbus == "" || b.HTTP == "") {
+					err = fmt.Errorf("ready line lacks addresses: %s", line)
+				}
+				got = true
+				ready <- err
+				continue
+			}
+			fmt.Fprintln(logw, line)
+		}
+		if !got {
+			ready <- errors.New("bridge exited before it was ready (see its log above)")
+		}
+	}()
+	go func() { b.done <- cmd.Wait() }()
+	select {
+	case err := <-ready:
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("sim: bridge: %w", err)
+		}
+		return b, nil
+	case <-time.After(120 * time.Second):
+		b.Close()
+		return nil, errors.New("sim: bridge not ready after 120 s")
+	case <-ctx.Done():
+		b.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops the bridge (SIGTERM to its process group, SIGKILL after 5 s).
+func (b *bridge) Close() {
+	if b.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	}
+}
+
+// episode is the bridge's episode status.
+type episode struct {
+	Task    string  `json:"task"`
+	Level   string  `json:"level"`
+	Seed    int     `json:"seed"`
+	Step    int     `json:"step"`
+	Success bool    `json:"success"`
+	Return  float64 `json:"return"`
+	Done    bool    `json:"done"`
+}
+
+func (b *bridge) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		buf, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.HTTP+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("sim: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("sim: %s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// Reset starts a new episode.
+func (b *bridge) Reset(ctx context.Context, task, level string, seed int) (episode, error) {
+	var ep episode
+	err := b.do(ctx, http.MethodPost, "/episode/reset", map[string]any{"task": task, "level": level, "seed": seed}, &ep)
+	return ep, err
+}
+
+// Episode reads the current episode status.
+func (b *bridge) Episode(ctx context.Context) (episode, error) {
+	var ep episode
+	err := b.do(ctx, http.MethodGet, "/episode", nil, &ep)
+	return ep, err
+}
+
+// StreamURL is the bridge camera's MJPEG stream.
+func (b *bridge) StreamURL() string { return "http://" + b.HTTP + "/stream" }
