@@ -9,8 +9,9 @@ cd "$root"
 
 # 1. Debian packages: libvpx (VP8 encoder), Chromium (browser tests), OSMesa
 #    (headless MuJoCo rendering), systemd (systemd-analyze verify), ffmpeg
-#    (camera fixtures), socat (RTU tests through a pseudo-terminal pair).
-apt_pkgs=(libvpx-dev pkg-config chromium libosmesa6 libosmesa6-dev libgl1 libegl1 systemd ffmpeg socat)
+#    (camera fixtures), socat (RTU tests through a pseudo-terminal pair),
+#    libhdf5 (episode recording).
+apt_pkgs=(libvpx-dev libhdf5-dev pkg-config chromium libosmesa6 libosmesa6-dev libgl1 libegl1 systemd ffmpeg socat)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

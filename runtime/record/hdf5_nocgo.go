@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package record
+
+func writeHDF5(string, *Episode, string) error { return ErrNoHDF5 }
