@@ -2,11 +2,82 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/energyflow/edge/runtime"
 )
 
-// cmdRun is a placeholder until its package lands; it says so and fails.
-func cmdRun(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "energyflow run: not built yet")
-	return exitFailure
+func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	path := fs.String("config", "", "configuration file (default: ~/.config/energyflow/config.yaml, then /etc/energyflow/config.yaml)")
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: energyflow run [--config FILE]\n\nRuns the policy on the configured robot until SIGINT/SIGTERM. A second signal exits at once.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	file, err := runtime.FindConfig(*path)
+	if err != nil {
+		fmt.Fprintln(env.stderr, "energyflow run:", err)
+		return exitFailure
+	}
+	cfg, err := runtime.LoadConfig(file)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "energyflow run: %s is not valid:\n%v\n", file, err)
+		return exitCheckFailed
+	}
+	return runApp(ctx, env, cfg)
+}
+
+// newLogger builds the process logger from the config's log section.
+func newLogger(env *cliEnv, cfg *runtime.Config) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
+	o := &slog.HandlerOptions{Level: lvl}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(env.stderr, o))
+	}
+	return slog.New(slog.NewTextHandler(env.stderr, o))
+}
+
+// runApp builds the runtime from cfg and runs it until ctx ends. The first
+// signal cancels ctx (graceful: the arm is halted, recordings are closed);
+// a second one exits at once.
+func runApp(ctx context.Context, env *cliEnv, cfg *runtime.Config) int {
+	log := newLogger(env, cfg)
+	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout})
+	if err != nil {
+		fmt.Fprintln(env.stderr, "energyflow:", err)
+		return exitFailure
+	}
+	defer app.Close()
+	if u := app.ViewerURL(); u != "" {
+		fmt.Fprintf(env.stdout, "live view: %s (open it with the view token)\n", u)
+	}
+	go func() {
+		<-ctx.Done()
+		second := make(chan os.Signal, 1)
+		notifySignals(second)
+		<-second
+		fmt.Fprintln(env.stderr, "energyflow: second signal, exiting now")
+		os.Exit(130)
+	}()
+	n := runtime.NewNotifier()
+	n.Ready("running")
+	err = app.Run(ctx)
+	n.Stopping()
+	if err != nil {
+		fmt.Fprintln(env.stderr, "energyflow:", err)
+		return exitFailure
+	}
+	return exitOK
 }

@@ -86,5 +86,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }() // restore default handling: a second signal is caught by notifySignals
 	return c.run(ctx, env, args[1:])
 }
+
+// notifySignals relays SIGINT and SIGTERM to c.
+func notifySignals(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }

@@ -1,0 +1,309 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/telemetry"
+	"github.com/energyflow/edge/trt"
+)
+
+// AppOptions are the process-level collaborators of an App.
+type AppOptions struct {
+	Logger *slog.Logger
+	// Announce receives the viewer URL and generated tokens (stdout).
+	Announce io.Writer
+	// GPU stats reader for the live view; nil: none.
+	Clock Clock
+	// OnTick is passed to the loop (tests, evaluation harness).
+	OnTick func(tk Tick, d *safety.Decision)
+}
+
+// App is the whole runtime built from a Config: bundle and sampler, arm,
+// safety gate, camera, telemetry and the loop. cmd/energyflow owns it.
+type App struct {
+	cfg     *Config
+	log     *slog.Logger
+	bundle  *engines.Bundle
+	backend engines.Backend
+	sampler *engines.Sampler
+	scorer  *engines.Sampler
+	arm     *actuators.ModbusArm
+	guard   *safety.Guard
+	events  chan safety.Event
+	cam     camera.SourceCloser
+	camTime atomic.Int64 // unix nanos of the newest frame
+	tel     *telemetry.Server
+	telLn   net.Listener
+	loop    *Loop
+	rec     *recorder
+	wg      sync.WaitGroup
+	closers []func() error
+}
+
+// NewApp loads the bundle, connects the arm, opens the camera and the live
+// view, and builds the loop. On error everything opened so far is closed.
+func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &App{cfg: cfg, log: log, events: make(chan safety.Event, 64)}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+
+	// Policy.
+	if a.bundle, err = engines.LoadBundle(cfg.Policy.Bundle); err != nil {
+		return nil, err
+	}
+	switch cfg.Policy.Backend {
+	case "trt":
+		a.backend, err = trt.NewBackend(trt.Options{Logger: log.With("part", "trt")})
+	default:
+		a.backend, err = engines.NewORT(engines.ORTOptions{LibraryPath: cfg.Policy.ONNXRuntimeLib,
+			IntraOpThreads: cfg.Policy.Threads, Logger: log.With("part", "ort")})
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.backend.Close)
+	sopts := engines.SamplerOptions{Steps: cfg.Policy.Steps, Seed: cfg.Policy.Seed, Logger: log.With("part", "sampler")}
+	if a.sampler, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.sampler.Close)
+	if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.scorer.Close)
+	cond, err := engines.NewConditioner(&a.bundle.Manifest)
+	if err != nil {
+		return nil, err
+	}
+
+	// Arm.
+	var tel *telemetry.Server
+	armOpts := actuators.Options{Logger: log.With("part", "arm"), OnEvent: func(e actuators.Event) {
+		log.Warn("arm connection", "event", fmt.Sprint(e))
+	}}
+	if a.arm, err = actuators.Open(cfg.Robot.Config, armOpts); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.arm.Close)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = a.arm.Connect(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: connect to the arm at %s: %w", cfg.Robot.Address, err)
+	}
+
+	// Safety.
+	cal, err := safetyCalibration(a.bundle)
+	if err != nil {
+		return nil, err
+	}
+	if a.guard, err = safety.New(a.arm, cfg.Safety, cal, safety.Options{Logger: log.With("part", "safety"), Events: a.events}); err != nil {
+		return nil, err
+	}
+
+	// Telemetry.
+	if cfg.Telemetry.Enabled {
+		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, Logger: log.With("part", "telemetry"),
+			Announce: opts.Announce}); err != nil {
+			return nil, err
+		}
+		a.tel = tel
+		a.closers = append(a.closers, tel.Close)
+		if a.telLn, err = net.Listen("tcp", cfg.Telemetry.Listen); err != nil {
+			return nil, fmt.Errorf("runtime: telemetry listen on %s: %w", cfg.Telemetry.Listen, err)
+		}
+	}
+
+	// Camera.
+	if cfg.Camera.Enabled {
+		if a.cam, err = camera.Open(cfg.Camera.Config, log.With("part", "camera")); err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, a.cam.Close)
+	}
+
+	if cfg.Recording.Enabled {
+		a.rec = newRecorder(cfg, &a.bundle.Manifest, log.With("part", "recording"))
+	}
+
+	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: opts.Clock, Arm: a.arm, Guard: a.guard,
+		Sampler: a.sampler, Scorer: a.scorer, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
+	if tel != nil {
+		deps.Sink = tel
+		deps.Metrics = tel.Metrics()
+	}
+	if a.rec != nil {
+		deps.Recorder = a.rec
+	}
+	if a.cam != nil {
+		deps.CameraTime = func() time.Time {
+			if n := a.camTime.Load(); n != 0 {
+				return time.Unix(0, n)
+			}
+			return time.Time{}
+		}
+	}
+	if a.loop, err = NewLoop(deps); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// safetyCalibration converts the bundle's calibration for the safety gate.
+func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
+	c := b.Manifest.Calibration
+	if c == nil {
+		return nil, nil
+	}
+	out := &safety.Calibration{NWindows: c.NWindows, Seed: c.Seed, Steps: c.Steps, Scores: map[string]safety.ScoreStats{},
+		Recommended: safety.Recommendation{Score: c.Recommended.Score, Threshold: c.Recommended.Threshold, Rule: c.Recommended.Rule}}
+	for k, s := range c.Scores {
+		out.Scores[k] = safety.ScoreStats{Mean: s.Mean, Std: s.Std, Quantiles: s.Quantiles}
+	}
+	return out, nil
+}
+
+// Loop returns the control loop.
+func (a *App) Loop() *Loop { return a.loop }
+
+// Guard returns the safety gate.
+func (a *App) Guard() *safety.Guard { return a.guard }
+
+// Telemetry returns the live-view server (nil when disabled).
+func (a *App) Telemetry() *telemetry.Server { return a.tel }
+
+// ViewerURL returns the live view's address (empty when disabled).
+func (a *App) ViewerURL() string {
+	if a.telLn == nil {
+		return ""
+	}
+	return "http://" + a.telLn.Addr().String() + "/"
+}
+
+// Run serves telemetry, streams the camera and runs the loop until ctx ends.
+// The arm is halted before Run returns.
+func (a *App) Run(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.tel != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if err := a.tel.Serve(rctx, a.telLn); err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Warn("telemetry server", "err", err)
+			}
+		}()
+	}
+	if a.cam != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.cameraLoop(rctx) }()
+	}
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.forwardEvents(rctx) }()
+	err := a.loop.Run(ctx)
+	cancel()
+	if a.rec != nil {
+		a.rec.flush("shutdown")
+	}
+	a.wg.Wait()
+	return err
+}
+
+// cameraLoop reads frames, stamps the newest capture time for the safety
+// watchdog and feeds the live view. Errors are logged (rate-limited) and the
+// source reconnects by itself; staleness is the watchdog's business.
+func (a *App) cameraLoop(ctx context.Context) {
+	var f camera.Frame
+	var rgb camera.RGB
+	var dec camera.JPEGDecoder
+	var lastLog time.Time
+	rng := camera.RangeLimited
+	for ctx.Err() == nil {
+		if err := a.cam.Read(ctx, &f); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(lastLog) > 5*time.Second {
+				a.log.Warn("camera", "err", err)
+				lastLog = time.Now()
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, camera.ErrClosed) {
+				return
+			}
+			continue
+		}
+		a.camTime.Store(f.Time.UnixNano())
+		if a.tel != nil {
+			if err := camera.ToRGB(&rgb, &f, &dec, rng); err == nil {
+				a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
+			}
+		}
+	}
+}
+
+// forwardEvents logs safety events and publishes them to the live view and
+// the recording.
+func (a *App) forwardEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-a.events:
+			if a.tel != nil {
+				te := telemetry.Event{Time: e.Time, Tick: uint64(e.Tick), Kind: e.Type.String(), Reason: e.Reason.Kind.String() + ": " + e.Reason.Message,
+					Actor: e.Actor, Energy: e.Reason.Scores[safety.ScoreEnergy], Threshold: e.Reason.Threshold}
+				for _, s := range e.Trace {
+					te.Trace = append(te.Trace, s.Scores[safety.ScoreEnergy])
+				}
+				a.tel.PublishEvent(te)
+				if e.Type == safety.EventTrip {
+					a.tel.Metrics().SafetyTrip(e.Reason.Kind.String())
+				}
+			}
+			if a.rec != nil {
+				a.rec.event(e)
+			}
+		}
+	}
+}
+
+// Close releases everything in reverse order of opening. Idempotent.
+func (a *App) Close() {
+	if a.telLn != nil {
+		a.telLn.Close()
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		_ = a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// controller lets the live view's STOP and RESET reach the loop.
+type controller struct{ a *App }
+
+func (c controller) Stop(ctx context.Context, actor, reason string) error {
+	return c.a.loop.Stop(ctx, actor, reason)
+}
+
+func (c controller) Reset(ctx context.Context, actor string) error {
+	return c.a.loop.Arm(ctx, actor)
+}

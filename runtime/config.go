@@ -1,0 +1,234 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/telemetry"
+)
+
+// Config is the whole runtime configuration: one YAML file, documented in
+// docs/config.md with a commented example from `energyflow config example`.
+// Unknown keys are rejected. The running loop works on a frozen copy.
+type Config struct {
+	Robot     RobotConfig     `yaml:"robot"`
+	Camera    CameraConfig    `yaml:"camera"`
+	Policy    PolicyConfig    `yaml:"policy"`
+	Safety    safety.Config   `yaml:"safety"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Loop      LoopConfig      `yaml:"loop"`
+	Recording RecordingConfig `yaml:"recording"`
+	Log       LogConfig       `yaml:"log"`
+	file      string          // where it was loaded from
+	lines     map[string]int  // key → line, for later errors
+}
+
+// RobotConfig is the arm: the Modbus connection and register map
+// (actuators.Config, inline) and how the policy's state observation is
+// assembled from the arm's state.
+type RobotConfig struct {
+	actuators.Config `yaml:",inline"`
+	// State lists the arm-state fields concatenated, in order, into the
+	// policy's state observation: observation, position, velocity, gripper.
+	State []string `yaml:"state"`
+}
+
+// CameraConfig is the camera (camera.Config, inline), which can be disabled
+// for robots without one when the policy needs no image.
+type CameraConfig struct {
+	Enabled       bool `yaml:"enabled"`
+	camera.Config `yaml:",inline"`
+}
+
+// PolicyConfig selects the bundle and how it is executed.
+type PolicyConfig struct {
+	Bundle  string `yaml:"bundle"`  // bundle directory
+	Backend string `yaml:"backend"` // "ort" (default) or "trt"
+	Steps   int    `yaml:"steps"`   // K; 0 = the bundle's default
+	Seed    uint64 `yaml:"seed"`    // seed of the sampler's noise
+	// ONNXRuntimeLib is the path of libonnxruntime.so.1; empty = search
+	// ($ONNXRUNTIME_LIB, system paths, the project's install location).
+	ONNXRuntimeLib string `yaml:"onnxruntime_lib"`
+	Threads        int    `yaml:"threads"` // ONNX Runtime intra-op threads; 0 = default
+}
+
+// TelemetryConfig is the live view and metrics server.
+type TelemetryConfig struct {
+	Enabled          bool `yaml:"enabled"`
+	telemetry.Config `yaml:",inline"`
+}
+
+// LoopConfig is the control loop.
+type LoopConfig struct {
+	RateHz float64 `yaml:"rate_hz"` // control rate (default 10)
+	// ReplanMargin: a new chunk is requested when at most this many actions
+	// of the committed chunk remain (default 2), so inference overlaps
+	// execution.
+	ReplanMargin int `yaml:"replan_margin"`
+	// ActionHorizon overrides the bundle's T_a (actions executed per chunk); 0 = bundle.
+	ActionHorizon int `yaml:"action_horizon"`
+	// ScoreWait bounds how long a tick waits for the re-score of the
+	// committed chunk before using the previous one (default period/4).
+	ScoreWait time.Duration `yaml:"score_wait"`
+	// AutoStart moves READY → RUNNING without an operator start.
+	AutoStart bool `yaml:"auto_start"`
+	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
+	MaxTicks int64 `yaml:"max_ticks"`
+}
+
+// RecordingConfig controls episode recording in HDF5.
+type RecordingConfig struct {
+	Enabled bool   `yaml:"enabled"`
+	Dir     string `yaml:"dir"`
+	// MaxSteps ends an episode file after this many steps (default 1000).
+	MaxSteps int `yaml:"max_steps"`
+}
+
+// LogConfig is the process log.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+	Format string `yaml:"format"` // text (default) or json
+}
+
+// DefaultConfig returns the defaults every file is decoded over.
+func DefaultConfig() Config {
+	return Config{
+		Robot:     RobotConfig{Config: actuators.DefaultConfig(), State: []string{"observation"}},
+		Camera:    CameraConfig{Enabled: true, Config: camera.DefaultConfig()},
+		Policy:    PolicyConfig{Backend: "ort"},
+		Safety:    safety.DefaultConfig(),
+		Telemetry: TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
+		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2},
+		Recording: RecordingConfig{Dir: "~/.local/share/energyflow/recordings", MaxSteps: 1000},
+		Log:       LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// LoadConfig reads, decodes (rejecting unknown keys), resolves paths
+// (~ expanded, relative to the file's directory) and validates a config
+// file. All problems are reported together, each with its key and line.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: read config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig is LoadConfig on bytes; file names the source in errors and
+// anchors relative paths.
+func ParseConfig(file string, data []byte) (*Config, error) {
+	c := DefaultConfig()
+	if err := decodeStrict(file, data, &c); err != nil {
+		return nil, err
+	}
+	c.file, c.lines = file, keyLines(data)
+	if err := c.resolvePaths(filepath.Dir(file)); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) resolvePaths(base string) error {
+	var errs []error
+	for _, p := range []*string{&c.Robot.Map, &c.Policy.Bundle, &c.Policy.ONNXRuntimeLib, &c.Recording.Dir,
+		&c.Telemetry.Auth.TokenFile, &c.Camera.Replay.Dir, &c.Camera.Replay.File} {
+		v, err := resolvePath(base, *p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		*p = v
+	}
+	if c.Robot.Device != "" && c.Robot.Transport == "rtu" {
+		v, err := ExpandPath(c.Robot.Device)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.Robot.Device = v
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks every section and returns all problems, each located by
+// key and line when the config came from a file.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(section string, err error) {
+		errs = append(errs, locate(c.file, section, c.lines, err)...)
+	}
+	add("robot", c.Robot.Config.Validate())
+	for i, s := range c.Robot.State {
+		switch s {
+		case "observation", "position", "velocity", "gripper":
+		default:
+			add("robot", fmt.Errorf("state[%d]: unknown arm-state field %q (want observation, position, velocity or gripper)", i, s))
+		}
+	}
+	if len(c.Robot.State) == 0 {
+		add("robot", errors.New("state: must list at least one arm-state field"))
+	}
+	if c.Camera.Enabled {
+		add("camera", c.Camera.Config.Validate())
+	}
+	switch {
+	case c.Policy.Bundle == "":
+		add("policy", errors.New("bundle: required: the directory of an engine bundle"))
+	default:
+		if st, err := os.Stat(c.Policy.Bundle); err != nil || !st.IsDir() {
+			add("policy", fmt.Errorf("bundle: %s is not a directory (export one with 'python -m energyflow export')", c.Policy.Bundle))
+		}
+	}
+	if c.Policy.Backend != "ort" && c.Policy.Backend != "trt" {
+		add("policy", fmt.Errorf("backend: %q is not ort or trt", c.Policy.Backend))
+	}
+	if c.Policy.Steps < 0 || c.Policy.Steps > 1000 {
+		add("policy", fmt.Errorf("steps: %d is outside 0..1000", c.Policy.Steps))
+	}
+	if c.Policy.Threads < 0 {
+		add("policy", fmt.Errorf("threads: %d is negative", c.Policy.Threads))
+	}
+	add("safety", c.Safety.Validate())
+	if c.Telemetry.Enabled {
+		add("telemetry", c.Telemetry.Config.Validate())
+	}
+	if !(c.Loop.RateHz > 0 && c.Loop.RateHz <= 1000) {
+		add("loop", fmt.Errorf("rate_hz: %v is outside (0, 1000]", c.Loop.RateHz))
+	}
+	if c.Loop.ReplanMargin < 0 {
+		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))
+	}
+	if c.Loop.ActionHorizon < 0 {
+		add("loop", fmt.Errorf("action_horizon: %d is negative", c.Loop.ActionHorizon))
+	}
+	if c.Loop.ScoreWait < 0 {
+		add("loop", fmt.Errorf("score_wait: %v is negative", c.Loop.ScoreWait))
+	}
+	if c.Recording.Enabled && c.Recording.Dir == "" {
+		add("recording", errors.New("dir: required when recording is enabled"))
+	}
+	if c.Recording.MaxSteps <= 0 {
+		add("recording", fmt.Errorf("max_steps: %d must be positive", c.Recording.MaxSteps))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log", fmt.Errorf("level: %q is not debug, info, warn or error", c.Log.Level))
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		add("log", fmt.Errorf("format: %q is not text or json", c.Log.Format))
+	}
+	return errors.Join(errs...)
+}
+
+// Period returns the control period.
+func (c *Config) Period() time.Duration { return time.Duration(float64(time.Second) / c.Loop.RateHz) }

@@ -1,0 +1,488 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/telemetry"
+)
+
+// Sink receives what the loop publishes every tick (the telemetry server).
+// Publish must not block; the sample's slices are reused after it returns.
+type Sink interface {
+	Publish(s telemetry.Sample)
+}
+
+// TickObserver receives per-tick measurements (telemetry.Metrics).
+type TickObserver interface {
+	ObserveTick(duration, jitter time.Duration)
+	TickOverrun()
+	ObserveInference(d time.Duration)
+	ObserveEnergy(score, threshold float64)
+}
+
+// StepRecorder receives one row per RUNNING tick (episode recording).
+type StepRecorder interface {
+	Step(obs []float32, action []float64, gripper float64, scores safety.Scores)
+}
+
+// LoopDeps are the parts the loop drives. The loop takes ownership of
+// Sampler and Scorer (each used by one goroutine of its own) from Run on;
+// the caller keeps owning and closing everything else.
+type LoopDeps struct {
+	Config   *Config
+	Manifest *engines.Manifest
+	Clock    Clock
+	Arm      actuators.Arm
+	Guard    *safety.Guard
+	Sampler  PolicySampler
+	Scorer   PolicyScorer
+	Cond     *engines.Conditioner
+	Sink     Sink         // nil: no telemetry
+	Metrics  TickObserver // nil: no metrics
+	Recorder StepRecorder // nil: no recording
+	// CameraTime returns the capture time of the newest camera frame (zero:
+	// none yet); nil when the robot has no camera.
+	CameraTime func() time.Time
+	Notifier   *Notifier
+	Logger     *slog.Logger
+	// OnTick, if set, is called at the end of every tick with its decision
+	// (tests and the evaluation harness use it). It must not block.
+	OnTick func(tk Tick, d *safety.Decision)
+}
+
+// LoopStats are counters since Run started.
+type LoopStats struct {
+	Ticks          int64
+	Missed         int64 // deadlines skipped
+	Chunks         int64 // chunks committed
+	ActionsDropped int64 // actions dropped by latency compensation
+	Replans        int64
+	InferErrors    int64
+	ScoreErrors    int64
+	ScoreLate      int64 // ticks whose re-score missed score_wait
+	ArmErrors      int64
+	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
+}
+
+// Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
+type Loop struct {
+	d       LoopDeps
+	log     *slog.Logger
+	period  time.Duration
+	machine *Machine
+
+	obs      *stateObs
+	infer    *inferWorker
+	score    *scoreWorker
+	chunk    *Chunk
+	pred     []float32 // full prediction (T_p×D_a) of the committed chunk
+	predTime time.Time
+	havePred bool
+	seq      int64
+	state    actuators.State
+	haveArm  bool
+	cmd      actuators.Command
+	nVel     int
+	hasGrip  bool
+	lastGrip float64
+	start    int // index of the first executed action in a prediction (T_o−1)
+	ta       int // actions executed per chunk
+	margin   int
+	dim      int
+	tp       int
+	wait     *time.Timer
+	sample   telemetry.Sample
+	lastInf  time.Duration
+
+	mu    sync.Mutex // guards stats for Stats()
+	stats LoopStats
+	armed atomic.Bool // the gate has been armed at least once
+}
+
+// NewLoop checks that the bundle, the arm and the safety limits fit together
+// and allocates every buffer the ticks use.
+func NewLoop(d LoopDeps) (*Loop, error) {
+	if d.Config == nil || d.Manifest == nil || d.Arm == nil || d.Guard == nil || d.Sampler == nil || d.Scorer == nil || d.Cond == nil {
+		return nil, errors.New("runtime: NewLoop needs Config, Manifest, Arm, Guard, Sampler, Scorer and Cond")
+	}
+	if d.Clock == nil {
+		d.Clock = SystemClock{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Notifier == nil {
+		d.Notifier = &Notifier{}
+	}
+	m := d.Manifest
+	l := &Loop{d: d, log: d.Logger, period: d.Config.Period()}
+	l.machine = NewMachine(d.Clock.Now, l.onTransition)
+
+	// Probe the arm once: the state's shape fixes the observation layout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.Arm.State(ctx, &l.state); err != nil {
+		return nil, fmt.Errorf("runtime: read the arm's state: %w", err)
+	}
+	obs, err := newStateObs(m, d.Config.Robot.State, &l.state)
+	if err != nil {
+		return nil, err
+	}
+	l.obs = obs
+	l.dim, l.tp = m.ActionDim, m.PredHorizon
+	nv := len(d.Guard.Config().Limits.MaxVelocity)
+	switch {
+	case nv+1 == l.dim:
+		l.hasGrip = true
+	case nv == l.dim:
+	default:
+		return nil, fmt.Errorf("runtime: the bundle's actions have %d dimensions but safety.limits.max_velocity has %d axes: want %d (velocity + gripper) or %d", l.dim, nv, l.dim-1, l.dim)
+	}
+	l.nVel = nv
+	l.cmd = actuators.Command{Velocity: make([]float64, nv)}
+	l.start = m.ObsHorizon - 1
+	l.ta = m.ActionHorizon
+	if d.Config.Loop.ActionHorizon > 0 {
+		l.ta = d.Config.Loop.ActionHorizon
+	}
+	if l.start+l.ta > l.tp {
+		l.ta = l.tp - l.start
+	}
+	l.margin = d.Config.Loop.ReplanMargin
+	l.chunk = NewChunk(l.ta, l.dim)
+	l.pred = make([]float32, l.tp*l.dim)
+	l.infer = newInferWorker(d.Cond.Dim())
+	l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
+	l.wait = time.NewTimer(time.Hour)
+	l.wait.Stop()
+	l.sample.Velocities = make([]float64, 0, 16)
+	return l, nil
+}
+
+// Machine returns the loop's state machine (for the API and tests).
+func (l *Loop) Machine() *Machine { return l.machine }
+
+// Stats returns a copy of the counters.
+func (l *Loop) Stats() LoopStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+func (l *Loop) onTransition(t Transition) {
+	l.log.Info("state", "from", t.From.String(), "to", t.To.String(), "reason", t.Reason)
+	l.d.Notifier.Status(t.To.String() + ": " + t.Reason)
+}
+
+// Arm arms the safety gate (READY → RUNNING, or STOPPED → RUNNING after a
+// stop): it is Reset on the next tick, and refused while a cause persists.
+func (l *Loop) Arm(ctx context.Context, actor string) error {
+	st, _ := l.machine.State()
+	if st == StateInit {
+		return errors.New("runtime: not ready yet (arm, engines or camera not live)")
+	}
+	if err := l.d.Guard.Reset(ctx, actor); err != nil {
+		return err
+	}
+	if st == StateStopped {
+		_ = l.machine.To(StateReady, "reset by "+actor)
+	}
+	l.armed.Store(true)
+	return l.machine.To(StateRunning, "armed by "+actor)
+}
+
+// Stop latches an operator stop (STOP button, API, SIGTERM).
+func (l *Loop) Stop(ctx context.Context, actor, reason string) error {
+	err := l.d.Guard.Stop(ctx, actor, reason)
+	_ = l.machine.To(StateStopped, "operator stop by "+actor+": "+reason)
+	return err
+}
+
+// Run ticks until ctx ends (or loop.max_ticks). On return the arm has been
+// sent the stop path.
+func (l *Loop) Run(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.infer.run(wctx, l.d.Sampler, l.d.Clock.Now) }()
+	go func() { defer wg.Done(); l.score.run(wctx, l.d.Scorer, l.d.Clock.Now) }()
+	defer wg.Wait()
+	defer cancel()
+
+	if l.d.Config.Loop.AutoStart {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.autoStart(wctx) }()
+	}
+	sched := NewScheduler(l.d.Clock, l.period)
+	l.log.Info("control loop started", "rate_hz", l.d.Config.Loop.RateHz, "T_o", l.d.Manifest.ObsHorizon,
+		"T_p", l.tp, "T_a", l.ta, "replan_margin", l.margin)
+	var runErr error
+	for {
+		tk, err := sched.Wait(ctx)
+		if err != nil {
+			break
+		}
+		l.tick(ctx, tk)
+		if mt := l.d.Config.Loop.MaxTicks; mt > 0 && tk.N >= mt {
+			break
+		}
+	}
+	// Shutdown: the arm gets the stop path before we return, whatever ctx says.
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer hcancel()
+	_ = l.d.Guard.Stop(hctx, "runtime", "shutdown")
+	if err := l.d.Arm.Halt(hctx); err != nil {
+		runErr = fmt.Errorf("runtime: halt at shutdown: %w", err)
+	}
+	_ = l.machine.To(StateShutdown, "shutdown")
+	return runErr
+}
+
+// autoStart arms the gate once at start-up (loop.auto_start), retrying
+// while a cause persists (e.g. the first scores are not in yet). It never
+// re-arms after a stop: a stop latches until an operator resets it.
+func (l *Loop) autoStart(ctx context.Context) {
+	for attempt := 0; ; attempt++ {
+		if st, _ := l.machine.State(); st == StateReady {
+			err := l.Arm(ctx, "auto_start")
+			if err == nil {
+				return
+			}
+			if attempt%10 == 9 {
+				l.log.Info("auto start waiting", "err", err)
+			}
+		} else if st != StateInit {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.period * 2):
+		}
+	}
+}
+
+// tick is one control period. It allocates nothing after warm-up.
+func (l *Loop) tick(ctx context.Context, tk Tick) {
+	now := tk.Woke
+	l.mu.Lock()
+	l.stats.Ticks++
+	l.stats.Missed += tk.Missed
+	l.mu.Unlock()
+
+	// 1. Arm state → observation history.
+	armErr := l.d.Arm.State(ctx, &l.state)
+	if armErr == nil {
+		l.haveArm = true
+		l.obs.push(&l.state)
+	} else {
+		l.count(func(s *LoopStats) { s.ArmErrors++ })
+	}
+
+	// 2. A finished inference becomes the committed chunk.
+	if j := l.infer.poll(); j != nil {
+		l.lastInf = j.latency
+		if l.d.Metrics != nil {
+			l.d.Metrics.ObserveInference(j.latency)
+		}
+		if j.err != nil {
+			l.count(func(s *LoopStats) { s.InferErrors++ })
+			l.log.Warn("inference failed", "err", j.err)
+		} else {
+			l.seq++
+			copy(l.pred, j.res.Actions)
+			l.predTime, l.havePred = j.obsTime, true
+			l.chunk.Fill(j.res.Actions, l.start, l.ta, j.obsTime, l.period, l.seq)
+			l.count(func(s *LoopStats) { s.Chunks++ })
+		}
+	}
+
+	// 3. Replan when the committed chunk runs low; never wait for it.
+	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.margin && armErr == nil {
+		if err := l.d.Cond.Build(l.obs.history(), l.infer.job.cond); err == nil {
+			l.infer.submit(l.obs.newest, now, 0)
+			l.count(func(s *LoopStats) { s.Replans++ })
+		} else {
+			l.log.Warn("build conditioning", "err", err)
+		}
+	}
+
+	// 4. Re-score the committed plan under the newest observation.
+	scores := safety.NoScores()
+	if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
+		l.fillScoreWindow(now)
+		if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
+			l.score.submit(l.obs.newest, now)
+		}
+	}
+
+	// 5. The action due now (latency compensation drops stale ones).
+	act, dropped, ok := l.chunk.Take(now, l.period)
+	if dropped > 0 {
+		l.count(func(s *LoopStats) { s.ActionsDropped += int64(dropped) })
+	}
+	if ok {
+		copy(l.cmd.Velocity, act[:l.nVel])
+		if l.hasGrip {
+			l.lastGrip = act[l.nVel]
+		}
+	} else {
+		for i := range l.cmd.Velocity {
+			l.cmd.Velocity[i] = 0
+		}
+		if st, _ := l.machine.State(); st == StateRunning {
+			l.count(func(s *LoopStats) { s.IdleTicks++ })
+		}
+	}
+	l.cmd.Gripper = l.lastGrip
+
+	// 6. Wait (bounded) for the fresh score, then gate and write.
+	if l.score.busy {
+		l.wait.Reset(l.scoreWait())
+		if j := l.score.wait(l.wait.C); j != nil {
+			if !l.wait.Stop() {
+				select {
+				case <-l.wait.C:
+				default:
+				}
+			}
+			if j.err == nil {
+				scores[safety.ScoreEnergy] = float64(j.score.Energy)
+				scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
+			} else {
+				l.count(func(s *LoopStats) { s.ScoreErrors++ })
+			}
+		} else {
+			l.count(func(s *LoopStats) { s.ScoreLate++ })
+		}
+	}
+	in := safety.Inputs{Tick: tk.N, Deadline: tk.Deadline, Now: now, Missed: tk.Missed, Scores: scores,
+		ArmErr: armErr, Command: l.cmd}
+	if l.haveArm {
+		in.Arm = &l.state
+	}
+	if l.d.CameraTime != nil {
+		in.Camera = l.d.CameraTime()
+	}
+	if l.infer.busy {
+		in.InferenceStarted = l.infer.job.start
+	}
+	dec, gerr := l.d.Guard.Tick(ctx, &in)
+	if gerr != nil {
+		l.log.Warn("gate", "err", gerr)
+	}
+	l.syncMachine(&dec)
+
+	// 7. Telemetry, recording, watchdog.
+	end := l.d.Clock.Now()
+	if l.d.Metrics != nil {
+		l.d.Metrics.ObserveTick(end.Sub(now), tk.Jitter)
+		if tk.Missed > 0 {
+			l.d.Metrics.TickOverrun()
+		}
+		if !math.IsNaN(scores[safety.ScoreEnergy]) {
+			l.d.Metrics.ObserveEnergy(scores[safety.ScoreEnergy], l.threshold())
+		}
+	}
+	if l.d.Sink != nil {
+		l.publish(tk, &dec, scores, end.Sub(now))
+	}
+	if l.d.Recorder != nil && dec.State == safety.Running && len(dec.Command.Velocity) > 0 {
+		l.d.Recorder.Step(l.obs.newestVector(), dec.Command.Velocity, dec.Command.Gripper, scores)
+	}
+	if tk.Missed == 0 && armErr == nil {
+		l.d.Notifier.Healthy(end)
+	}
+	if l.d.OnTick != nil {
+		l.d.OnTick(tk, &dec)
+	}
+}
+
+// fillScoreWindow writes the committed prediction as seen from now: the
+// plan shifted by the steps elapsed since its observation, the last action
+// repeated past its end (as Diffusion Policy pads).
+func (l *Loop) fillScoreWindow(now time.Time) {
+	e := int((now.Sub(l.predTime) + l.period/2) / l.period)
+	if e < 0 {
+		e = 0
+	}
+	dst := l.score.job.actions
+	for i := 0; i < l.tp; i++ {
+		src := e + i
+		if src > l.tp-1 {
+			src = l.tp - 1
+		}
+		copy(dst[i*l.dim:(i+1)*l.dim], l.pred[src*l.dim:(src+1)*l.dim])
+	}
+}
+
+func (l *Loop) scoreWait() time.Duration {
+	if w := l.d.Config.Loop.ScoreWait; w > 0 {
+		return w
+	}
+	return l.period / 4
+}
+
+func (l *Loop) threshold() float64 {
+	th := l.d.Guard.Thresholds()
+	if len(th) == 0 {
+		return math.NaN()
+	}
+	return th[0].Value
+}
+
+// syncMachine follows the gate: a trip moves RUNNING → STOPPED.
+func (l *Loop) syncMachine(d *safety.Decision) {
+	st, _ := l.machine.State()
+	switch {
+	case st == StateInit && l.haveArm && l.obs.ready():
+		_ = l.machine.To(StateReady, "arm connected, engines loaded")
+	case st == StateRunning && d.State == safety.Stopped:
+		_ = l.machine.To(StateStopped, d.Reason.Kind.String()+": "+d.Reason.Message)
+	}
+}
+
+func (l *Loop) count(f func(*LoopStats)) {
+	l.mu.Lock()
+	f(&l.stats)
+	l.mu.Unlock()
+}
+
+func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur time.Duration) {
+	s := &l.sample
+	s.Tick = uint64(tk.N)
+	s.Time = tk.Woke
+	s.Energy = scores[safety.ScoreEnergy]
+	s.Reward = -scores[safety.ScoreCentered]
+	s.Threshold = l.threshold()
+	s.State = d.State.String()
+	s.Reason = ""
+	if d.State != safety.Running {
+		s.Reason = d.Reason.Kind.String()
+		if d.Reason.Message != "" {
+			s.Reason += ": " + d.Reason.Message
+		}
+	}
+	s.LoopRateHz = l.d.Config.Loop.RateHz
+	s.TickDuration = dur
+	s.InferenceLatency = l.lastInf
+	s.Joints = l.state.Position
+	s.Velocities = append(s.Velocities[:0], d.Command.Velocity...)
+	s.EndEffector = nil
+	if len(l.state.Observation) >= 3 {
+		s.EndEffector = l.state.Observation[:3]
+	}
+	s.Gripper = l.state.Gripper
+	l.d.Sink.Publish(*s)
+}
