@@ -1,0 +1,120 @@
+package runtime
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mitchellh/go-homedir"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bundle"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExampleConfigIsValid(t *testing.T) {
+	ex := string(ExampleConfig())
+	ex = strings.Replace(ex, "/var/lib/energyflow/bundle", "bundle", 1)
+	p := writeConfig(t, ex)
+	c, err := LoadConfig(p)
+	if err != nil {
+		t.Fatalf("example config: %v", err)
+	}
+	if c.Policy.Bundle != filepath.Join(filepath.Dir(p), "bundle") {
+		t.Fatalf("relative bundle path not resolved: %s", c.Policy.Bundle)
+	}
+	if c.Loop.RateHz != 10 || len(c.Safety.Limits.MaxVelocity) != 7 || c.Period().Milliseconds() != 100 {
+		t.Fatalf("unexpected values: %+v", c.Loop)
+	}
+}
+
+const minimal = `robot:
+  address: 127.0.0.1:5020
+  map: map.yaml
+camera:
+  enabled: false
+policy:
+  bundle: bundle
+safety:
+  limits:
+    max_velocity: [1, 1, 1]
+telemetry:
+  enabled: false
+`
+
+func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		wants []string // substrings, each must appear
+	}{
+		{"unknown key", minimal + "loop:\n  rate: 10\n", []string{"config.yaml:14", "unknown key rate"}},
+		{"unknown section", minimal + "robto: {}\n", []string{"config.yaml:13", "unknown key robto"}},
+		{"every problem reported", strings.Replace(minimal, "bundle: bundle", "bundle: bundle\n  backend: cuda\n  steps: -1", 1) + "loop:\n  rate_hz: 0\nlog:\n  level: loud\n",
+			[]string{"config.yaml:8: policy.backend", "config.yaml:9: policy.steps", "config.yaml:16: loop.rate_hz", "config.yaml:18: log.level"}},
+		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tt.body))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigStateFieldValidation(t *testing.T) {
+	body := strings.Replace(minimal, "  map: map.yaml\n", "  map: map.yaml\n  state: [torque]\n", 1)
+	_, err := LoadConfig(writeConfig(t, body))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `unknown arm-state field "torque"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestFindConfigSearchOrder(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	homedir.DisableCache = true // go-homedir caches $HOME; the test changes it
+	t.Cleanup(func() { homedir.DisableCache = false })
+	if _, err := FindConfig(""); !errors.Is(err, ErrNoConfig) && !fileExistsT("/etc/energyflow/config.yaml") {
+		t.Fatalf("err = %v, want ErrNoConfig", err)
+	}
+	user := filepath.Join(home, ".config", "energyflow", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(user), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(user, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindConfig(""); err != nil || got != user {
+		t.Fatalf("FindConfig = %q, %v; want %q", got, err, user)
+	}
+	explicit := filepath.Join(home, "x.yaml")
+	if _, err := FindConfig(explicit); err == nil {
+		t.Fatal("missing explicit config accepted")
+	}
+	os.WriteFile(explicit, []byte("{}"), 0o644)
+	if got, err := FindConfig("~/x.yaml"); err != nil || got != explicit {
+		t.Fatalf("~ not expanded: %q %v", got, err)
+	}
+}
+
+func fileExistsT(p string) bool { _, err := os.Stat(p); return err == nil }
