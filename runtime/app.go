@@ -24,7 +24,7 @@ type AppOptions struct {
 	Logger *slog.Logger
 	// Announce receives the viewer URL and generated tokens (stdout).
 	Announce io.Writer
-	// GPU stats reader for the live view; nil: none.
+	// Clock of the loop and the safety gate; nil: the system clock.
 	Clock Clock
 	// OnTick is passed to the loop (tests, evaluation harness).
 	OnTick func(tk Tick, d *safety.Decision)
@@ -97,8 +97,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 
 	// Arm.
 	var tel *telemetry.Server
+	// The gate is built after the arm; connection events reach it once it exists.
+	var guard atomic.Pointer[safety.Guard]
 	armOpts := actuators.Options{Logger: log.With("part", "arm"), OnEvent: func(e actuators.Event) {
-		log.Warn("arm connection", "event", fmt.Sprint(e))
+		if g := guard.Load(); g != nil {
+			g.OnArmEvent(e)
+		}
 	}}
 	if a.arm, err = actuators.Open(cfg.Robot.Config, armOpts); err != nil {
 		return nil, err
@@ -116,9 +120,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if err != nil {
 		return nil, err
 	}
-	if a.guard, err = safety.New(a.arm, cfg.Safety, cal, safety.Options{Logger: log.With("part", "safety"), Events: a.events}); err != nil {
+	clock := opts.Clock
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	if a.guard, err = safety.New(a.arm, cfg.Safety, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events}); err != nil {
 		return nil, err
 	}
+	guard.Store(a.guard)
 
 	// Telemetry.
 	if cfg.Telemetry.Enabled {
@@ -145,7 +154,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		a.rec = newRecorder(cfg, &a.bundle.Manifest, log.With("part", "recording"))
 	}
 
-	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: opts.Clock, Arm: a.arm, Guard: a.guard,
+	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
 		Sampler: a.sampler, Scorer: a.scorer, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
 	if tel != nil {
 		deps.Sink = tel

@@ -74,7 +74,7 @@ type LoopConfig struct {
 	// ActionHorizon overrides the bundle's T_a (actions executed per chunk); 0 = bundle.
 	ActionHorizon int `yaml:"action_horizon"`
 	// ScoreWait bounds how long a tick waits for the re-score of the
-	// committed chunk before using the previous one (default period/4).
+	// committed chunk before using the previous one (default period/2).
 	ScoreWait time.Duration `yaml:"score_wait"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,7 @@ type stack struct {
 	cfg    *Config
 	cancel context.CancelFunc
 	done   chan error
+	once   sync.Once
 	mu     sync.Mutex
 	ticks  []Tick
 	decs   []safety.State
@@ -79,9 +81,15 @@ func startStack(t *testing.T, rateHz float64, edit func(*Config)) *stack {
 	c.Camera.Replay.Rate = 15
 	c.Camera.Replay.Loop = true
 	c.Policy.Bundle = testBundle(t)
+	c.Policy.Threads = 1 // sampler and scorer run concurrently on 2 cores
 	c.Loop.RateHz = rateHz
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5}
+	// The test bundle is untrained: soft limits keep its random motion off
+	// the simulator's hard joint limits (±3.1 rad, a controller fault).
+	c.Safety.Limits.SoftLower = []float64{-2, -2, -2, -2, -2, -2, -2}
+	c.Safety.Limits.SoftUpper = []float64{2, 2, 2, 2, 2, 2, 2}
+	c.Safety.Limits.KPosition = []float64{2, 2, 2, 2, 2, 2, 2}
 	huge := 1e9
 	c.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "energy", Threshold: &huge}}
 	// Generous bounds: CI runs this under -race on 2 shared cores.
@@ -104,7 +112,11 @@ func startStack(t *testing.T, rateHz float64, edit func(*Config)) *stack {
 	s := &stack{arm: arm, cfg: &c, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	app, err := NewApp(ctx, &c, AppOptions{Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision) {
+	var logger *slog.Logger
+	if os.Getenv("E2E_DEBUG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	app, err := NewApp(ctx, &c, AppOptions{Logger: logger, Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision) {
 		s.mu.Lock()
 		s.ticks = append(s.ticks, tk)
 		s.decs = append(s.decs, d.State)
@@ -121,12 +133,14 @@ func startStack(t *testing.T, rateHz float64, edit func(*Config)) *stack {
 }
 
 func (s *stack) stop(t *testing.T) {
-	s.cancel()
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		t.Error("runtime did not stop within 15 s")
-	}
+	s.once.Do(func() {
+		s.cancel()
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			t.Error("runtime did not stop within 15 s")
+		}
+	})
 }
 
 func (s *stack) waitState(t *testing.T, want State, within time.Duration) string {
@@ -196,15 +210,16 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test (25 s)")
 	}
-	s := startStack(t, 20, nil)
+	s := startStack(t, 5, nil)
 	start := time.Now()
 	s.waitState(t, StateRunning, 60*time.Second)
 
 	// 1. Running: commands flow, energy is published.
 	time.Sleep(6 * time.Second)
 	snap := s.arm.Snapshot()
-	if !snap.Enabled || snap.Commands < 50 {
-		t.Fatalf("arm not driven: enabled=%v commands=%d", snap.Enabled, snap.Commands)
+	if !snap.Enabled || snap.Commands < 20 {
+		st, reason := s.app.Loop().Machine().State()
+		t.Fatalf("arm not driven: enabled=%v commands=%d; state %s (%s); stats %+v", snap.Enabled, snap.Commands, st, reason, s.app.Loop().Stats())
 	}
 	moving := false
 	for _, c := range s.arm.Commands() {
@@ -281,8 +296,8 @@ func TestEndToEnd(t *testing.T) {
 		missed += tk.Missed
 	}
 	s.mu.Unlock()
-	if want := int(20 * 20 * 0.8); n < want {
-		t.Fatalf("%d ticks in >20 s at 20 Hz, want ≥ %d", n, want)
+	if want := int(20 * 5 * 0.8); n < want {
+		t.Fatalf("%d ticks in >20 s at 5 Hz, want ≥ %d", n, want)
 	}
 	t.Logf("%d ticks, %d missed deadlines, stats %+v", n, missed, s.app.Loop().Stats())
 

@@ -318,8 +318,13 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 	}
 
-	// 4. Re-score the committed plan under the newest observation.
+	// 4. Re-score the committed plan under the newest observation. A
+	// re-score that missed the previous tick's wait is picked up first
+	// (it is one tick old); then this tick's is submitted.
 	scores := safety.NoScores()
+	if j := l.score.poll(); j != nil {
+		l.takeScore(j, &scores)
+	}
 	if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
 		l.fillScoreWindow(now)
 		if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
@@ -347,7 +352,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 	l.cmd.Gripper = l.lastGrip
 
-	// 6. Wait (bounded) for the fresh score, then gate and write.
+	// 6. Wait (bounded) for this tick's score, then gate and write.
 	if l.score.busy {
 		l.wait.Reset(l.scoreWait())
 		if j := l.score.wait(l.wait.C); j != nil {
@@ -357,17 +362,12 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 				default:
 				}
 			}
-			if j.err == nil {
-				scores[safety.ScoreEnergy] = float64(j.score.Energy)
-				scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
-			} else {
-				l.count(func(s *LoopStats) { s.ScoreErrors++ })
-			}
+			l.takeScore(j, &scores)
 		} else {
 			l.count(func(s *LoopStats) { s.ScoreLate++ })
 		}
 	}
-	in := safety.Inputs{Tick: tk.N, Deadline: tk.Deadline, Now: now, Missed: tk.Missed, Scores: scores,
+	in := safety.Inputs{Tick: tk.N, Deadline: tk.Due, Now: now, Missed: tk.Missed, Scores: scores,
 		ArmErr: armErr, Command: l.cmd}
 	if l.haveArm {
 		in.Arm = &l.state
@@ -427,11 +427,21 @@ func (l *Loop) fillScoreWindow(now time.Time) {
 	}
 }
 
+// takeScore copies a finished re-score into scores.
+func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
+	if j.err != nil {
+		l.count(func(s *LoopStats) { s.ScoreErrors++ })
+		return
+	}
+	scores[safety.ScoreEnergy] = float64(j.score.Energy)
+	scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
+}
+
 func (l *Loop) scoreWait() time.Duration {
 	if w := l.d.Config.Loop.ScoreWait; w > 0 {
 		return w
 	}
-	return l.period / 4
+	return l.period / 2
 }
 
 func (l *Loop) threshold() float64 {

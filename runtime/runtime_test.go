@@ -79,6 +79,9 @@ func TestSchedulerSkipsAndCountsMissedDeadlines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if wantDue := time.Unix(0, 0).Add(200 * time.Millisecond); !tk.Due.Equal(wantDue) {
+				t.Fatalf("Due = %v, want the first deadline skipped %v", tk.Due, wantDue)
+			}
 			if s.Missed() != tt.wantMissed || tk.N != tt.wantN {
 				t.Fatalf("missed %d n %d, want missed %d n %d", s.Missed(), tk.N, tt.wantMissed, tt.wantN)
 			}

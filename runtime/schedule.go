@@ -19,7 +19,8 @@ type Scheduler struct {
 // Tick describes one wake-up of the loop.
 type Tick struct {
 	N        int64         // deadline index since start
-	Deadline time.Time     // when the tick was due
+	Deadline time.Time     // the deadline this tick runs for
+	Due      time.Time     // when the loop was first due: the earliest skipped deadline, else Deadline
 	Woke     time.Time     // when the loop actually woke
 	Jitter   time.Duration // Woke - Deadline
 	Missed   int64         // deadlines skipped before this one
@@ -41,6 +42,7 @@ func (s *Scheduler) Missed() int64 { return s.missed }
 func (s *Scheduler) Wait(ctx context.Context) (Tick, error) {
 	now := s.clock.Now()
 	due := s.start.Add(time.Duration(s.next) * s.period)
+	firstDue := due
 	var skipped int64
 	if late := now.Sub(due); late > s.period {
 		skipped = int64(late / s.period)
@@ -52,7 +54,7 @@ func (s *Scheduler) Wait(ctx context.Context) (Tick, error) {
 		return Tick{}, err
 	}
 	woke := s.clock.Now()
-	t := Tick{N: s.next, Deadline: due, Woke: woke, Jitter: woke.Sub(due), Missed: skipped}
+	t := Tick{N: s.next, Deadline: due, Due: firstDue, Woke: woke, Jitter: woke.Sub(due), Missed: skipped}
 	s.next++
 	return t, nil
 }

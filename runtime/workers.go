@@ -139,6 +139,20 @@ func (w *scoreWorker) submit(obsTime, start time.Time) bool {
 	return true
 }
 
+// poll returns a finished job without waiting, or nil.
+func (w *scoreWorker) poll() *scoreJob {
+	if !w.busy {
+		return nil
+	}
+	select {
+	case j := <-w.out:
+		w.busy = false
+		return j
+	default:
+		return nil
+	}
+}
+
 // wait returns the finished job, waiting at most until deadline; nil if the
 // worker is idle or still busy at the deadline.
 func (w *scoreWorker) wait(deadline <-chan time.Time) *scoreJob {

@@ -1,0 +1,263 @@
+package safety
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// fault is a detected cause, kept unformatted so that checking allocates
+// nothing; reasonFor formats it when it trips or refuses a reset.
+type fault struct {
+	kind      Kind
+	score     Score
+	value     float64       // the offending value (score, command entry)
+	threshold float64       // energy threshold
+	age       time.Duration // age of the stale input
+	bound     time.Duration // its configured bound
+	axis      int           // offending axis, −1: gripper
+	n, want   int           // sizes for invalid_input
+	err       error         // arm read or write error
+	what      string        // static description of the input
+	actor     string        // operator stop
+	note      string        // operator stop message, or a static detail
+}
+
+var errLinkDown = errors.New("the arm driver reports the link down")
+
+// check evaluates every monitor and watchdog on in and returns the first
+// fault in priority order (KindNone when clear). It feeds the energy rules
+// exactly once per tick, whatever the state. Called with mu held.
+func (g *Guard) check(in *Inputs) fault {
+	var first fault
+	set := func(f fault) {
+		if first.kind == KindNone {
+			first = f
+		}
+	}
+	w := &g.cfg.Watchdog
+
+	// Arm: e-stop and fault words first, then freshness.
+	if a := in.Arm; a == nil || a.Time.IsZero() {
+		if in.ArmErr != nil {
+			set(fault{kind: KindArmDisconnected, err: in.ArmErr, age: -1, bound: w.ArmMaxAge})
+		} else {
+			set(fault{kind: KindArmStale, age: -1, bound: w.ArmMaxAge})
+		}
+	} else {
+		if a.EStop {
+			set(fault{kind: KindEStop})
+		}
+		if a.Fault != 0 {
+			set(fault{kind: KindArmFault, n: int(a.Fault)})
+		}
+		if g.linkDown {
+			err := g.linkErr
+			if err == nil {
+				err = errLinkDown
+			}
+			set(fault{kind: KindArmDisconnected, err: err, age: in.Now.Sub(a.Time), bound: w.ArmMaxAge})
+		}
+		if age := in.Now.Sub(a.Time); age > w.ArmMaxAge {
+			if in.ArmErr != nil {
+				set(fault{kind: KindArmDisconnected, err: in.ArmErr, age: age, bound: w.ArmMaxAge})
+			} else {
+				set(fault{kind: KindArmStale, age: age, bound: w.ArmMaxAge})
+			}
+		}
+		if g.state == Running && !w.IgnoreEnabled && !a.Enabled && a.Time.After(g.enabledAt) {
+			set(fault{kind: KindArmDisabled})
+		}
+	}
+
+	// The loop itself. Deadline is the first deadline this tick was due at
+	// (the earliest skipped one), so lateness includes skipped periods: with
+	// the default bound (well under a period) any skipped deadline trips.
+	if !in.Deadline.IsZero() {
+		if late := in.Now.Sub(in.Deadline); late > w.LoopMaxLate {
+			set(fault{kind: KindLoopLate, age: late, n: int(in.Missed), bound: w.LoopMaxLate})
+		}
+	} else if in.Missed > 0 {
+		set(fault{kind: KindLoopLate, n: int(in.Missed), bound: w.LoopMaxLate})
+	}
+
+	// Inference and camera.
+	if !in.InferenceStarted.IsZero() {
+		if age := in.Now.Sub(in.InferenceStarted); age > w.InferenceDeadline {
+			set(fault{kind: KindInferenceDeadline, age: age, bound: w.InferenceDeadline})
+		}
+	}
+	if w.CameraMaxAge > 0 {
+		if in.Camera.IsZero() {
+			set(fault{kind: KindCameraStale, age: -1, bound: w.CameraMaxAge})
+		} else if age := in.Now.Sub(in.Camera); age > w.CameraMaxAge {
+			set(fault{kind: KindCameraStale, age: age, bound: w.CameraMaxAge})
+		}
+	}
+
+	// Energy: every rule sees every fresh score.
+	for i, t := range g.thresholds {
+		x := in.Scores[t.Score]
+		switch {
+		case math.IsInf(x, 0):
+			set(fault{kind: KindNaN, score: t.Score, value: x, what: "score"})
+		case math.IsNaN(x):
+			last := g.lastScore[t.Score]
+			if last.IsZero() {
+				set(fault{kind: KindScoreStale, score: t.Score, age: -1, bound: w.ScoreMaxAge})
+			} else if age := in.Now.Sub(last); age > w.ScoreMaxAge {
+				set(fault{kind: KindScoreStale, score: t.Score, age: age, bound: w.ScoreMaxAge})
+			}
+		default:
+			g.lastScore[t.Score] = in.Now
+			if g.rules[i].observe(x) {
+				set(fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value})
+			}
+		}
+	}
+
+	// The proposed command (and the position the soft limits need) matter
+	// only when it would be written.
+	if g.state == Running {
+		axes := len(g.cfg.Limits.MaxVelocity)
+		c := &in.Command
+		if len(c.Velocity) != axes {
+			set(fault{kind: KindInvalidInput, n: len(c.Velocity), want: axes, what: "command velocity"})
+		} else {
+			for i, v := range c.Velocity {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					set(fault{kind: KindNaN, axis: i, value: v, what: "command velocity"})
+					break
+				}
+			}
+		}
+		if math.IsNaN(c.Gripper) || math.IsInf(c.Gripper, 0) {
+			set(fault{kind: KindNaN, axis: -1, value: c.Gripper, what: "command gripper"})
+		}
+		if len(g.cfg.Limits.KPosition) > 0 && in.Arm != nil {
+			p := in.Arm.Position
+			if len(p) < axes {
+				set(fault{kind: KindInvalidInput, n: len(p), want: axes, what: "arm position (soft limits)"})
+			} else {
+				for i, v := range p[:axes] {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						set(fault{kind: KindNaN, axis: i, value: v, what: "arm position"})
+						break
+					}
+				}
+			}
+		}
+	}
+	return first
+}
+
+// resetCheck adds the stricter conditions of a reset to a clear tick: every
+// monitored score fresh now and at or below its threshold, no rule in alarm.
+func (g *Guard) resetCheck(f *fault, in *Inputs) {
+	for i, t := range g.thresholds {
+		x := in.Scores[t.Score]
+		switch {
+		case math.IsNaN(x):
+			*f = fault{kind: KindScoreStale, score: t.Score, age: 0, bound: g.cfg.Watchdog.ScoreMaxAge, note: "a reset needs a fresh score on the tick that decides it"}
+		case x > t.Value:
+			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value, note: "still above the threshold"}
+		case g.rules[i].alarmed():
+			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value, note: "recent scores still in alarm: the rule's window is not clear yet"}
+		default:
+			continue
+		}
+		return
+	}
+}
+
+// reasonFor formats a fault into a Reason (allocates; trips and refusals only).
+func (g *Guard) reasonFor(f *fault, in *Inputs) Reason {
+	r := baseReason(f, in)
+	r.Message = g.message(f)
+	return r
+}
+
+// baseReason is the Reason of f without its message (allocates nothing, so
+// that a trip reaches the arm before any formatting).
+func baseReason(f *fault, in *Inputs) Reason {
+	r := Reason{Kind: f.kind, Score: f.score, Scores: in.Scores, Threshold: math.NaN(), Tick: in.Tick, Time: in.Now, Actor: f.actor}
+	if f.kind == KindEnergy {
+		r.Threshold = f.threshold
+	}
+	return r
+}
+
+// message formats the human-readable detail of f, with a hint.
+func (g *Guard) message(f *fault) string {
+	var m string
+	age := func() string {
+		if f.age < 0 {
+			return "none received yet"
+		}
+		return fmt.Sprintf("newest is %v old", f.age)
+	}
+	switch f.kind {
+	case KindOperator:
+		m = fmt.Sprintf("operator stop by %s", f.actor)
+		if f.note != "" {
+			m += ": " + f.note
+		}
+	case KindEnergy:
+		if f.note != "" {
+			m = fmt.Sprintf("%s score %.4g vs threshold %.4g: %s — move the scene back toward the demonstrations", f.score, f.value, f.threshold, f.note)
+		} else {
+			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g, %s", f.score, f.value, f.threshold, g.ruleText())
+		}
+	case KindNaN:
+		if f.what == "score" {
+			m = fmt.Sprintf("%s score is %v: the policy's energy is not finite", f.score, f.value)
+		} else if f.axis < 0 {
+			m = fmt.Sprintf("%s is %v", f.what, f.value)
+		} else {
+			m = fmt.Sprintf("%s[%d] is %v", f.what, f.axis, f.value)
+		}
+	case KindInvalidInput:
+		m = fmt.Sprintf("%s has %d axes, limits.max_velocity has %d — the config does not match the arm", f.what, f.n, f.want)
+	case KindScoreStale:
+		if f.note != "" {
+			m = fmt.Sprintf("no fresh %s score: %s", f.score, f.note)
+		} else {
+			m = fmt.Sprintf("no fresh %s score: %s (watchdog.score_max_age %v) — is the scorer running every tick?", f.score, age(), f.bound)
+		}
+	case KindInferenceDeadline:
+		m = fmt.Sprintf("inference request in flight for %v (watchdog.inference_deadline %v) — engine hung or too slow", f.age, f.bound)
+	case KindCameraStale:
+		m = fmt.Sprintf("camera frames stale: %s (watchdog.camera_max_age %v) — check the camera stream", age(), f.bound)
+	case KindArmStale:
+		m = fmt.Sprintf("arm state stale: %s (watchdog.arm_max_age %v) — is the arm reader running?", age(), f.bound)
+	case KindArmDisconnected:
+		m = fmt.Sprintf("arm connection lost: %v; last good state: %s (watchdog.arm_max_age %v) — check the cable / controller", f.err, age(), f.bound)
+	case KindArmWrite:
+		m = fmt.Sprintf("command write failed: %v", f.err)
+	case KindArmFault:
+		m = fmt.Sprintf("controller fault word 0x%04x — clear the fault on the controller", f.n)
+	case KindEStop:
+		m = "hardware e-stop asserted — release it before resetting"
+	case KindArmDisabled:
+		m = "the controller dropped enable while running (heartbeat lapse or another master?)"
+	case KindLoopLate:
+		if f.n > 0 {
+			m = fmt.Sprintf("control loop skipped %d deadline(s) (watchdog.loop_max_late %v) — the host is overloaded", f.n, f.bound)
+		} else {
+			m = fmt.Sprintf("control loop woke %v late (watchdog.loop_max_late %v) — the host is overloaded", f.age, f.bound)
+		}
+	default:
+		m = f.kind.String()
+	}
+	return m
+}
+
+// ruleText describes the configured rule for messages.
+func (g *Guard) ruleText() string {
+	r := g.cfg.Energy.Rule
+	if r.Kind == RuleCUSUM {
+		return fmt.Sprintf("CUSUM of the exceedance over limit %g (drift %g)", r.CUSUM.Limit, r.CUSUM.Drift)
+	}
+	return fmt.Sprintf("%d of the last %d scores over it", r.NOfM.N, r.NOfM.M)
+}

@@ -1,0 +1,381 @@
+package safety
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config is the safety section of the runtime's YAML configuration. Start
+// from DefaultConfig and decode the file over it; the gate works on the
+// frozen copy it was built with (changing it means building a new Guard).
+type Config struct {
+	Energy   EnergyConfig   `yaml:"energy"`
+	Limits   LimitsConfig   `yaml:"limits"`
+	Watchdog WatchdogConfig `yaml:"watchdog"`
+	Events   EventsConfig   `yaml:"events"`
+}
+
+// EnergyConfig configures the energy (out-of-distribution) monitor.
+type EnergyConfig struct {
+	// Disabled turns the energy monitor off (e.g. for a policy without an
+	// energy). The score watchdog is off too then.
+	Disabled bool `yaml:"disabled"`
+	// Scores lists the scores to monitor; any one firing trips. Empty means
+	// the bundle calibration's recommended score and threshold.
+	Scores []ScoreConfig `yaml:"scores"`
+	// Rule decides when exceedances are a trip rather than noise.
+	Rule RuleConfig `yaml:"rule"`
+}
+
+// ScoreConfig is one monitored score.
+type ScoreConfig struct {
+	// Name is "energy" or "centered_energy".
+	Name string `yaml:"name"`
+	// Threshold overrides the bundle's calibrated threshold.
+	Threshold *float64 `yaml:"threshold"`
+	// Quantile picks the calibration quantile used as the threshold when no
+	// override is set and the bundle recommends another score (default "99.9").
+	Quantile string `yaml:"quantile"`
+	// Scale overrides the CUSUM scale (default: the calibration's std of the score).
+	Scale *float64 `yaml:"scale"`
+}
+
+// Rule kinds.
+const (
+	RuleNOfM  = "n_of_m"
+	RuleCUSUM = "cusum"
+)
+
+// RuleConfig selects the decision rule applied to each monitored score.
+type RuleConfig struct {
+	// Kind is "n_of_m" or "cusum".
+	Kind  string      `yaml:"kind"`
+	NOfM  NOfMConfig  `yaml:"n_of_m"`
+	CUSUM CUSUMConfig `yaml:"cusum"`
+}
+
+// NOfMConfig trips when at least N of the last M fresh scores are above the
+// threshold (1 ≤ N ≤ M ≤ 64).
+type NOfMConfig struct {
+	N int `yaml:"n"`
+	M int `yaml:"m"`
+}
+
+// CUSUMConfig is a one-sided CUSUM of the exceedance over the threshold in
+// units of the score's scale: S ← max(0, S + (x − threshold)/scale − drift);
+// trip when S > limit. A spike limit·scale above the threshold trips at once,
+// smaller sustained excursions accumulate.
+type CUSUMConfig struct {
+	Drift float64 `yaml:"drift"`
+	Limit float64 `yaml:"limit"`
+}
+
+// LimitsConfig bounds every command the gate writes. Per-axis lists have one
+// entry per axis of actuators.Command.Velocity; max_velocity is required and
+// fixes the axis count, the others are optional (empty: not applied).
+type LimitsConfig struct {
+	MaxVelocity     []float64 `yaml:"max_velocity"`     // |v| bound per axis (command units)
+	MaxAcceleration []float64 `yaml:"max_acceleration"` // |Δv|/dt bound per axis (units/s)
+	MaxJerk         []float64 `yaml:"max_jerk"`         // |Δa|/dt bound per axis (units/s²)
+	MaxDelta        []float64 `yaml:"max_delta"`        // |Δv| bound per tick, whatever dt is
+	// Soft position limits as in ros2_control (needs the arm's Position):
+	// allowed velocity ∈ [−k·(p − lower), −k·(p − upper)] ∩ [−vmax, vmax], so
+	// the arm slows down toward a bound and is pushed back beyond it.
+	SoftLower []float64     `yaml:"soft_lower"`
+	SoftUpper []float64     `yaml:"soft_upper"`
+	KPosition []float64     `yaml:"k_position"` // 1/s
+	Gripper   GripperLimits `yaml:"gripper"`
+}
+
+// GripperLimits bounds the gripper command.
+type GripperLimits struct {
+	Min      float64 `yaml:"min"`
+	Max      float64 `yaml:"max"`
+	MaxDelta float64 `yaml:"max_delta"` // per tick; 0: not applied
+}
+
+// WatchdogConfig bounds the age of every input. All are required (> 0)
+// except CameraMaxAge, where 0 means the policy uses no camera.
+type WatchdogConfig struct {
+	// ScoreMaxAge: longest time without a fresh (non-NaN) score. The runtime
+	// re-scores the committed chunk every tick, so this is about one period.
+	ScoreMaxAge time.Duration `yaml:"score_max_age"`
+	// InferenceDeadline: longest an inference request may stay in flight.
+	InferenceDeadline time.Duration `yaml:"inference_deadline"`
+	// CameraMaxAge: oldest acceptable newest camera frame; 0: no camera.
+	CameraMaxAge time.Duration `yaml:"camera_max_age"`
+	// ArmMaxAge: oldest acceptable newest arm state. A failing read is
+	// tolerated until the last good state is this old (then arm_disconnected).
+	ArmMaxAge time.Duration `yaml:"arm_max_age"`
+	// LoopMaxLate: latest a tick may wake after its deadline; any skipped
+	// deadline is late too.
+	LoopMaxLate time.Duration `yaml:"loop_max_late"`
+	// IgnoreEnabled stops the gate from tripping when the controller reports
+	// enable dropped while running (for arms that cannot read enable back).
+	IgnoreEnabled bool `yaml:"ignore_enabled"`
+}
+
+// EventsConfig sizes the score trace attached to trip events.
+type EventsConfig struct {
+	TraceBefore int `yaml:"trace_before"` // scores kept before a trip (ring buffer size)
+	TraceAfter  int `yaml:"trace_after"`  // scores after a trip sent in a follow-up EventTrace; 0: none
+}
+
+// DefaultConfig returns the defaults for a 10 Hz loop. The limits have no
+// defaults (they depend on the arm): set limits.max_velocity at least.
+func DefaultConfig() Config {
+	return Config{
+		Energy: EnergyConfig{
+			Rule: RuleConfig{
+				Kind:  RuleNOfM,
+				NOfM:  NOfMConfig{N: 3, M: 5},
+				CUSUM: CUSUMConfig{Drift: 0, Limit: 2},
+			},
+		},
+		Limits: LimitsConfig{Gripper: GripperLimits{Min: -1, Max: 1}},
+		Watchdog: WatchdogConfig{
+			ScoreMaxAge:       250 * time.Millisecond,
+			InferenceDeadline: 500 * time.Millisecond,
+			CameraMaxAge:      250 * time.Millisecond,
+			ArmMaxAge:         250 * time.Millisecond,
+			LoopMaxLate:       50 * time.Millisecond,
+		},
+		Events: EventsConfig{TraceBefore: 64, TraceAfter: 16},
+	}
+}
+
+const maxWindow = 64
+
+// Validate reports every problem of the configuration, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("safety: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	// energy
+	if !c.Energy.Disabled {
+		seen := map[string]bool{}
+		for i, s := range c.Energy.Scores {
+			key := fmt.Sprintf("energy.scores[%d]", i)
+			if _, ok := ParseScore(s.Name); !ok {
+				bad(key+".name", "%q is not a score — use \"energy\" or \"centered_energy\"", s.Name)
+			} else if seen[s.Name] {
+				bad(key+".name", "%q is listed twice", s.Name)
+			}
+			seen[s.Name] = true
+			if s.Threshold != nil && !isFinite(*s.Threshold) {
+				bad(key+".threshold", "must be a finite number, got %v", *s.Threshold)
+			}
+			if s.Scale != nil && !(*s.Scale > 0 && isFinite(*s.Scale)) {
+				bad(key+".scale", "must be > 0, got %v", *s.Scale)
+			}
+		}
+		switch r := c.Energy.Rule; r.Kind {
+		case RuleNOfM:
+			if r.NOfM.M < 1 || r.NOfM.M > maxWindow {
+				bad("energy.rule.n_of_m.m", "must be in [1, %d], got %d", maxWindow, r.NOfM.M)
+			}
+			if r.NOfM.N < 1 || r.NOfM.N > r.NOfM.M {
+				bad("energy.rule.n_of_m.n", "must be in [1, m=%d], got %d", r.NOfM.M, r.NOfM.N)
+			}
+		case RuleCUSUM:
+			if !(r.CUSUM.Drift >= 0 && isFinite(r.CUSUM.Drift)) {
+				bad("energy.rule.cusum.drift", "must be ≥ 0, got %v", r.CUSUM.Drift)
+			}
+			if !(r.CUSUM.Limit > 0 && isFinite(r.CUSUM.Limit)) {
+				bad("energy.rule.cusum.limit", "must be > 0, got %v", r.CUSUM.Limit)
+			}
+		default:
+			bad("energy.rule.kind", "%q is not a rule — use %q or %q", r.Kind, RuleNOfM, RuleCUSUM)
+		}
+	}
+
+	// limits
+	l := &c.Limits
+	axes := len(l.MaxVelocity)
+	if axes == 0 {
+		bad("limits.max_velocity", "required: one bound per command axis")
+	}
+	checkAxes := func(key string, v []float64, optional bool) {
+		if len(v) == 0 && optional {
+			return
+		}
+		if len(v) != axes {
+			bad(key, "has %d entries, limits.max_velocity has %d — give one per axis", len(v), axes)
+		}
+		for i, x := range v {
+			if !(x > 0 && isFinite(x)) {
+				bad(fmt.Sprintf("%s[%d]", key, i), "must be > 0, got %v", x)
+			}
+		}
+	}
+	checkAxes("limits.max_velocity", l.MaxVelocity, true)
+	checkAxes("limits.max_acceleration", l.MaxAcceleration, true)
+	checkAxes("limits.max_jerk", l.MaxJerk, true)
+	checkAxes("limits.max_delta", l.MaxDelta, true)
+	if len(l.MaxJerk) > 0 && len(l.MaxAcceleration) == 0 {
+		bad("limits.max_jerk", "needs limits.max_acceleration")
+	}
+	if n := len(l.SoftLower) + len(l.SoftUpper) + len(l.KPosition); n > 0 {
+		for _, kv := range []struct {
+			key string
+			v   []float64
+		}{{"limits.soft_lower", l.SoftLower}, {"limits.soft_upper", l.SoftUpper}} {
+			if len(kv.v) != axes {
+				bad(kv.key, "has %d entries, limits.max_velocity has %d — soft limits need soft_lower, soft_upper and k_position for every axis", len(kv.v), axes)
+			}
+			for i, x := range kv.v {
+				if !isFinite(x) {
+					bad(fmt.Sprintf("%s[%d]", kv.key, i), "must be finite, got %v", x)
+				}
+			}
+		}
+		checkAxes("limits.k_position", l.KPosition, false)
+		for i := 0; i < len(l.SoftLower) && i < len(l.SoftUpper); i++ {
+			if !(l.SoftLower[i] < l.SoftUpper[i]) {
+				bad(fmt.Sprintf("limits.soft_lower[%d]", i), "%v is not below limits.soft_upper[%d]=%v", l.SoftLower[i], i, l.SoftUpper[i])
+			}
+		}
+	}
+	g := l.Gripper
+	if !isFinite(g.Min) || !isFinite(g.Max) || !(g.Min <= g.Max) {
+		bad("limits.gripper", "min (%v) must be ≤ max (%v), both finite", g.Min, g.Max)
+	}
+	if !(g.MaxDelta >= 0 && isFinite(g.MaxDelta)) {
+		bad("limits.gripper.max_delta", "must be ≥ 0 (0: not applied), got %v", g.MaxDelta)
+	}
+
+	// watchdog
+	w := &c.Watchdog
+	for _, kv := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"watchdog.score_max_age", w.ScoreMaxAge},
+		{"watchdog.inference_deadline", w.InferenceDeadline},
+		{"watchdog.arm_max_age", w.ArmMaxAge},
+		{"watchdog.loop_max_late", w.LoopMaxLate},
+	} {
+		if kv.d <= 0 {
+			bad(kv.key, "must be > 0 (a duration such as 250ms), got %v", kv.d)
+		}
+	}
+	if w.CameraMaxAge < 0 {
+		bad("watchdog.camera_max_age", "must be ≥ 0 (0: no camera), got %v", w.CameraMaxAge)
+	}
+
+	// events
+	if c.Events.TraceBefore < 1 || c.Events.TraceBefore > 1<<16 {
+		bad("events.trace_before", "must be in [1, 65536], got %d", c.Events.TraceBefore)
+	}
+	if c.Events.TraceAfter < 0 || c.Events.TraceAfter > c.Events.TraceBefore {
+		bad("events.trace_after", "must be in [0, trace_before=%d], got %d", c.Events.TraceBefore, c.Events.TraceAfter)
+	}
+	return errors.Join(errs...)
+}
+
+// Calibration is the bundle manifest's "calibration" block
+// (docs/bundle.md); json.Unmarshal the block into it.
+type Calibration struct {
+	NWindows    int                   `json:"n_windows"`
+	Seed        int64                 `json:"seed"`
+	Steps       int                   `json:"steps"`
+	Scores      map[string]ScoreStats `json:"scores"`
+	Recommended Recommendation        `json:"recommended"`
+}
+
+// ScoreStats are a score's statistics on held-out demonstration windows.
+type ScoreStats struct {
+	Mean      float64            `json:"mean"`
+	Std       float64            `json:"std"`
+	Quantiles map[string]float64 `json:"quantiles"` // "50", "90", "99", "99.9"
+}
+
+// Recommendation is the calibration's recommended stop threshold.
+type Recommendation struct {
+	Score     string  `json:"score"`
+	Threshold float64 `json:"threshold"`
+	Rule      string  `json:"rule"`
+}
+
+// Threshold is a resolved threshold of one monitored score.
+type Threshold struct {
+	Score  Score
+	Value  float64 // trip level
+	Scale  float64 // CUSUM scale (0 when the rule is n_of_m)
+	Source string  // "config", "calibration.recommended" or "calibration.quantiles[99.9]"
+}
+
+const defaultQuantile = "99.9"
+
+// resolveThresholds picks each monitored score's threshold: the config
+// override, else the calibration's recommendation for that score, else the
+// configured quantile of the calibration. CUSUM also needs a scale.
+func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
+	if e.Disabled {
+		return nil, nil
+	}
+	scores := e.Scores
+	if len(scores) == 0 {
+		if cal == nil || cal.Recommended.Score == "" {
+			return nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step")
+		}
+		scores = []ScoreConfig{{Name: cal.Recommended.Score}}
+	}
+	cusum := e.Rule.Kind == RuleCUSUM
+	var errs []error
+	out := make([]Threshold, 0, len(scores))
+	for i, s := range scores {
+		key := fmt.Sprintf("energy.scores[%d]", i)
+		if len(e.Scores) == 0 {
+			key = "calibration.recommended"
+		}
+		sc, ok := ParseScore(s.Name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("safety: %s.name: %q is not a score — use \"energy\" or \"centered_energy\"", key, s.Name))
+			continue
+		}
+		t := Threshold{Score: sc}
+		var stats *ScoreStats
+		if cal != nil {
+			if st, ok := cal.Scores[s.Name]; ok {
+				stats = &st
+			}
+		}
+		q := s.Quantile
+		if q == "" {
+			q = defaultQuantile
+		}
+		switch {
+		case s.Threshold != nil:
+			t.Value, t.Source = *s.Threshold, "config"
+		case cal != nil && cal.Recommended.Score == s.Name && isFinite(cal.Recommended.Threshold):
+			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"
+		case stats != nil && stats.Quantiles != nil && isFinite(stats.Quantiles[q]) && hasKey(stats.Quantiles, q):
+			t.Value, t.Source = stats.Quantiles[q], "calibration.quantiles["+q+"]"
+		default:
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it — set %s.threshold", key, s.Name, q, key))
+			continue
+		}
+		if cusum {
+			switch {
+			case s.Scale != nil:
+				t.Scale = *s.Scale
+			case stats != nil && stats.Std > 0 && isFinite(stats.Std):
+				t.Scale = stats.Std
+			default:
+				errs = append(errs, fmt.Errorf("safety: %s.scale: the cusum rule needs a scale for score %q and the bundle calibration has no std for it — set %s.scale", key, s.Name, key))
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out, errors.Join(errs...)
+}
+
+func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,0 +1,196 @@
+package safety
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const exampleYAML = `
+energy:
+  scores:
+    - name: energy
+    - name: centered_energy
+      threshold: 4.5
+  rule:
+    kind: cusum
+    cusum: {drift: 0.25, limit: 3}
+limits:
+  max_velocity: [1, 1, 1]
+  max_acceleration: [8, 8, 8]
+  max_jerk: [200, 200, 200]
+  max_delta: [0.5, 0.5, 0.5]
+  soft_lower: [-0.5, -0.5, -0.2]
+  soft_upper: [0.5, 0.5, 0.4]
+  k_position: [5, 5, 5]
+  gripper: {min: -1, max: 1, max_delta: 0.5}
+watchdog:
+  score_max_age: 150ms
+  inference_deadline: 300ms
+  camera_max_age: 0s
+  arm_max_age: 200ms
+  loop_max_late: 30ms
+events:
+  trace_before: 100
+  trace_after: 20
+`
+
+func TestConfigYAML(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := yaml.Unmarshal([]byte(exampleYAML), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Watchdog.ScoreMaxAge != 150*time.Millisecond || cfg.Watchdog.CameraMaxAge != 0 ||
+		cfg.Energy.Rule.CUSUM.Limit != 3 || *cfg.Energy.Scores[1].Threshold != 4.5 ||
+		cfg.Limits.KPosition[2] != 5 || cfg.Limits.Gripper.MaxDelta != 0.5 || cfg.Events.TraceAfter != 20 {
+		t.Fatalf("decoded %+v", cfg)
+	}
+	// Keys not in the file keep their defaults.
+	if cfg.Energy.Rule.NOfM != DefaultConfig().Energy.Rule.NOfM {
+		t.Fatal("default lost")
+	}
+}
+
+func TestValidateCollectsEveryProblem(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		keys []string
+	}{
+		{"no velocity", func(c *Config) { c.Limits.MaxVelocity = nil }, []string{"limits.max_velocity"}},
+		{"axes mismatch", func(c *Config) { c.Limits.MaxAcceleration = []float64{1} }, []string{"limits.max_acceleration"}},
+		{"negative", func(c *Config) { c.Limits.MaxDelta = []float64{1, -1, 1} }, []string{"limits.max_delta[1]"}},
+		{"jerk needs accel", func(c *Config) { c.Limits.MaxJerk = []float64{1, 1, 1} }, []string{"limits.max_jerk"}},
+		{"soft incomplete", func(c *Config) { c.Limits.SoftLower = []float64{0, 0, 0} },
+			[]string{"limits.soft_upper", "limits.k_position"}},
+		{"soft inverted", func(c *Config) {
+			softLimits(c)
+			c.Limits.SoftLower[2] = 3
+		}, []string{"limits.soft_lower[2]"}},
+		{"gripper", func(c *Config) { c.Limits.Gripper = GripperLimits{Min: 1, Max: -1, MaxDelta: -1} },
+			[]string{"limits.gripper:", "limits.gripper.max_delta"}},
+		{"rule", func(c *Config) { c.Energy.Rule.Kind = "median" }, []string{"energy.rule.kind"}},
+		{"n of m", func(c *Config) { c.Energy.Rule.NOfM = NOfMConfig{N: 0, M: 65} },
+			[]string{"energy.rule.n_of_m.m", "energy.rule.n_of_m.n"}},
+		{"cusum", func(c *Config) {
+			c.Energy.Rule.Kind = RuleCUSUM
+			c.Energy.Rule.CUSUM = CUSUMConfig{Drift: -1, Limit: 0}
+		}, []string{"energy.rule.cusum.drift", "energy.rule.cusum.limit"}},
+		{"scores", func(c *Config) {
+			c.Energy.Scores = []ScoreConfig{{Name: "reward"}, {Name: "energy", Threshold: f64(math.NaN())}, {Name: "energy", Scale: f64(0)}}
+		}, []string{"energy.scores[0].name", "energy.scores[1].threshold", "energy.scores[2].name", "energy.scores[2].scale"}},
+		{"watchdog", func(c *Config) { c.Watchdog = WatchdogConfig{CameraMaxAge: -1} },
+			[]string{"watchdog.score_max_age", "watchdog.inference_deadline", "watchdog.arm_max_age", "watchdog.loop_max_late", "watchdog.camera_max_age"}},
+		{"events", func(c *Config) { c.Events = EventsConfig{TraceBefore: 0, TraceAfter: 5} },
+			[]string{"events.trace_before", "events.trace_after"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			for _, k := range tc.keys {
+				if !strings.Contains(msg, "safety: "+k) {
+					t.Errorf("error does not name %q:\n%s", k, msg)
+				}
+			}
+			if n := strings.Count(msg, "safety: "); n != len(tc.keys) {
+				t.Errorf("%d problems reported, want %d:\n%s", n, len(tc.keys), msg)
+			}
+		})
+	}
+	// Everything at once: all reported together.
+	c := Config{}
+	if err := c.Validate(); err == nil || strings.Count(err.Error(), "\n") < 5 {
+		t.Fatalf("zero config: %v", err)
+	}
+}
+
+const calJSON = `{"n_windows": 512, "seed": 0, "steps": 20,
+ "scores": {
+   "energy":          {"mean": 2.0, "std": 0.5, "quantiles": {"50": 2.0, "90": 2.6, "99": 3.1, "99.9": 3.6}},
+   "centered_energy": {"mean": 0.0, "std": 0.3, "quantiles": {"50": 0.0, "90": 0.4, "99": 0.7, "99.9": 0.9}}},
+ "recommended": {"score": "energy", "threshold": 3.7, "rule": "quantile 99.9 of held-out windows"}}`
+
+func TestResolveThresholds(t *testing.T) {
+	var cal Calibration
+	if err := json.Unmarshal([]byte(calJSON), &cal); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		e      EnergyConfig
+		cal    *Calibration
+		want   []Threshold
+		errHas string
+	}{
+		{"recommended by default", EnergyConfig{Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"}}, ""},
+		{"override", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(5)}}, Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
+			[]Threshold{{Score: ScoreEnergy, Value: 5, Source: "config"}}, ""},
+		{"quantile of another score", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy", Quantile: "99"}}, Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
+			[]Threshold{{Score: ScoreCentered, Value: 0.7, Source: "calibration.quantiles[99]"}}, ""},
+		{"cusum scale from std", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy"}}, Rule: RuleConfig{Kind: RuleCUSUM}}, &cal,
+			[]Threshold{{Score: ScoreCentered, Value: 0.9, Scale: 0.3, Source: "calibration.quantiles[99.9]"}}, ""},
+		{"cusum scale override", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(1), Scale: f64(2)}}, Rule: RuleConfig{Kind: RuleCUSUM}}, nil,
+			[]Threshold{{Score: ScoreEnergy, Value: 1, Scale: 2, Source: "config"}}, ""},
+		{"no calibration", EnergyConfig{Rule: RuleConfig{Kind: RuleNOfM}}, nil, nil, "energy.scores: empty"},
+		{"missing quantile", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy", Quantile: "95"}}, Rule: RuleConfig{Kind: RuleNOfM}}, &cal, nil, "energy.scores[0].threshold"},
+		{"cusum without std", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(1)}}, Rule: RuleConfig{Kind: RuleCUSUM}}, nil, nil, "energy.scores[0].scale"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveThresholds(&tc.e, tc.cal)
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("got %v, want error with %q", err, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %+v", got)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("got %+v, want %+v", got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	seen := map[string]bool{}
+	for k := Kind(0); k < NumKinds; k++ {
+		s := k.String()
+		if s == "" || seen[s] || strings.Contains(s, "Kind(") {
+			t.Fatalf("kind %d name %q", k, s)
+		}
+		seen[s] = true
+	}
+	for l := Limit(0); l < NumLimits; l++ {
+		if strings.Contains(l.String(), "Limit(") {
+			t.Fatalf("limit %d unnamed", l)
+		}
+	}
+	if s, ok := ParseScore("centered_energy"); !ok || s != ScoreCentered {
+		t.Fatal("ParseScore")
+	}
+	if Kind(200).String() != "Kind(200)" || Stopped.String() != "STOPPED" || Running.String() != "RUNNING" {
+		t.Fatal("String")
+	}
+}

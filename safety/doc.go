@@ -1,0 +1,56 @@
+// Package safety is the gate every command passes through on its way to the
+// arm: it stops the arm when the policy's energy says "out of distribution"
+// and on every other fault, and bounds every command it lets through.
+//
+// # Concepts
+//
+// A Guard wraps an actuators.Arm and is the only thing the runtime writes
+// commands through. The control loop calls Guard.Tick once per tick with
+// Inputs: the tick's time and deadline, the policy's fresh Scores (NaN: none
+// this tick), the timestamps of the newest camera frame, arm state and
+// in-flight inference, and the proposed actuators.Command. Tick checks every
+// monitor and watchdog, then writes either the limited command
+// (arm.Command) or the stop path (arm.Halt: zero velocity, gripper hold,
+// enable dropped), and returns a Decision for telemetry.
+//
+// The energy monitor compares each monitored score ("energy",
+// "centered_energy") with its threshold — from the bundle's Calibration, or
+// overridden in Config — through a decision rule that tolerates single-sample
+// noise: n_of_m (trip when N of the last M fresh scores exceed the
+// threshold; default 3 of 5) or cusum (a one-sided CUSUM of the exceedance).
+//
+// Watchdogs bound the age of every input: scores (score_stale), an
+// in-flight inference (inference_deadline), camera frames (camera_stale),
+// arm state (arm_stale, or arm_disconnected when reads fail), and the loop's
+// own lateness (loop_late). The arm's e-stop, fault word and enable read-back
+// (estop, arm_fault, arm_disabled), failed command writes (arm_write), NaN or
+// Inf anywhere (nan), wrongly shaped inputs (invalid_input) and operator
+// stops (operator) complete the stop reasons; see Kind.
+//
+// Guard.OnArmEvent takes the arm driver's link events, so that a lost link
+// stops the arm at the next tick rather than when the state has aged.
+//
+// Any trip latches: the gate is Stopped with a Reason (kind, scores,
+// threshold, tick, time, message) until Guard.Reset, which is decided on the
+// next tick on live inputs and refused while the cause persists. The gate
+// starts Stopped (KindStartup), so the first Reset arms it only once every
+// input is fresh. Guard.Stop is the operator stop (STOP button, API,
+// SIGTERM): it halts the arm at once from the caller's goroutine.
+//
+// Command limits apply to every command even while all monitors are quiet:
+// per-axis velocity, soft position limits that slow the arm toward a bound
+// (ros2_control's k_position rule), maximum change per tick, acceleration and
+// jerk, and gripper range and rate. Clamped values are counted; the rate
+// limits never push a command beyond what the policy proposed.
+//
+// Every trip, reset and refused reset is logged (slog), counted (Counters,
+// read by the metrics layer) and published as an Event on Options.Events
+// with the score trace around it; sends never block the loop.
+//
+// Tick allocates nothing while running. Stop, Reset, Status, Counters and
+// Trace are safe from any goroutine; every call into the arm is serialized,
+// so no command decided before a Stop reaches the arm after its halt.
+//
+// See docs/safety.md for the design, the configuration keys and the
+// measured false-trip rates, detection delays and stop latency.
+package safety

@@ -1,0 +1,562 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+)
+
+// Sentinel errors. Errors returned by the Guard wrap one of these (or the
+// arm's error) and say what to do.
+var (
+	// ErrResetRefused: a reset was refused because a stop cause persists.
+	ErrResetRefused = errors.New("safety: reset refused")
+	// ErrResetPending: another reset is already waiting for the next tick.
+	ErrResetPending = errors.New("safety: a reset is already pending")
+	// ErrNoTick: the reset's context ended before the control loop ticked.
+	ErrNoTick = errors.New("safety: no control tick")
+	// ErrStopped: the stop latched during the reset (operator stop or trip).
+	ErrStopped = errors.New("safety: stopped during reset")
+)
+
+// Clock is the gate's time source for operator stops (ticks carry their own
+// time). Tests inject a fake.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Options are the Guard's optional collaborators; zero values are valid.
+type Options struct {
+	Clock  Clock        // nil: the system clock
+	Logger *slog.Logger // nil: discard
+	// Events receives every trip, reset and refused reset. Sends never block:
+	// when the channel is full the event is dropped and counted
+	// (Counters.EventsDropped). The receiver owns the channel and drains it.
+	Events chan<- Event
+}
+
+// Inputs is what the control loop hands the gate every tick. The gate reads
+// it during Tick only and keeps no reference to it.
+type Inputs struct {
+	Tick     int64     // tick number (runtime.Tick.N)
+	// Deadline is when the tick was first due: after skipped deadlines, the
+	// earliest one skipped, so Now − Deadline is the whole lateness (zero:
+	// lateness not checked, and any Missed > 0 trips).
+	Deadline time.Time
+	Now      time.Time // when the loop woke; every age is measured from it
+	Missed   int64     // deadlines skipped just before this tick
+
+	// Scores of this tick: the committed action re-scored under the newest
+	// observation. NaN: no fresh score this tick.
+	Scores Scores
+
+	// Camera is the capture time of the newest frame (zero: none yet).
+	Camera time.Time
+	// Arm is the newest successfully read arm state (nil: none yet); its
+	// Time is when the reply arrived. ArmErr is the error of the newest read
+	// attempt (nil: that read succeeded).
+	Arm    *actuators.State
+	ArmErr error
+	// InferenceStarted is when the in-flight inference request was issued
+	// (zero: none in flight).
+	InferenceStarted time.Time
+
+	// Command is the proposed command. Velocity must have one entry per axis
+	// of limits.max_velocity.
+	Command actuators.Command
+}
+
+// Decision is the gate's record of one tick, for telemetry.
+type Decision struct {
+	Tick   int64
+	Time   time.Time
+	State  State  // after this tick
+	Reason Reason // why it is stopped (zero Kind while running)
+	// Active is the first fault present this tick (KindNone: none), whatever
+	// the state: while stopped it says what a reset would be refused for.
+	Active Kind
+	Clamps Clamps // values clamped in this tick's command
+	// Command is what was written to the arm this tick. Velocity aliases the
+	// gate's buffer and is valid until the next Tick. Empty when stopped.
+	Command actuators.Command
+	Halted  bool // the stop path (arm.Halt) was written this tick
+}
+
+// Status is the gate's state for the API (GET /safety).
+type Status struct {
+	State        State
+	Reason       Reason // why it is stopped (zero Kind while running)
+	Since        time.Time
+	Active       Kind // first fault present at the last tick
+	ResetPending bool
+}
+
+// Guard is the gate between the policy and the arm: the only thing the
+// runtime writes commands through. Tick is called by the control loop;
+// Stop, Reset, Status, Counters and Trace may be called from any goroutine.
+type Guard struct {
+	arm        actuators.Arm
+	cfg        Config
+	thresholds []Threshold
+	clock      Clock
+	log        *slog.Logger
+	events     chan<- Event
+
+	// armMu serializes every call into the arm and every state decision
+	// that leads to one: Tick holds it from its decision to the end of its
+	// write, Stop from its latch to the end of its Halt. So a command decided
+	// before a Stop is on the wire before that Stop's Halt, none is written
+	// after it, and a reset never slips between a Stop's latch and its Halt.
+	armMu sync.Mutex
+
+	mu          sync.Mutex // guards everything below
+	state       State
+	reason      Reason
+	since       time.Time
+	gen         uint64 // bumped by every latch and operator stop
+	rules       []rule // one per threshold
+	lastScore   [NumScores]time.Time
+	haveTick    bool
+	lastTick    int64
+	lastNow     time.Time
+	enabledAt   time.Time
+	active      Kind
+	trace       ring
+	traceDue    int // ticks until the EventTrace of the last trip; 0: none due
+	traceReason Reason
+	counters    Counters
+	pending     *resetRequest
+	lim         *limiter
+	out         actuators.Command
+	haltFailing bool
+	linkDown    bool  // the arm driver reported the link lost (OnArmEvent)
+	linkErr     error // why
+}
+
+type resetRequest struct {
+	actor string
+	done  chan error // buffered, receives exactly one result
+}
+
+// New builds a gate for arm. cal is the bundle manifest's calibration block
+// (nil when the bundle has none: every monitored score then needs a
+// threshold in cfg). The gate starts Stopped (KindStartup): call Reset once
+// the loop is ticking with live inputs.
+func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard, error) {
+	if arm == nil {
+		return nil, errors.New("safety: no arm")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	th, err := resolveThresholds(&cfg.Energy, cal)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cloneConfig(cfg)
+	g := &Guard{
+		arm:        arm,
+		cfg:        cfg,
+		thresholds: th,
+		clock:      opts.Clock,
+		log:        opts.Logger,
+		events:     opts.Events,
+		trace:      newRing(cfg.Events.TraceBefore),
+		lim:        newLimiter(cfg.Limits),
+		out:        actuators.Command{Velocity: make([]float64, len(cfg.Limits.MaxVelocity))},
+	}
+	if g.clock == nil {
+		g.clock = systemClock{}
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	for _, t := range th {
+		switch cfg.Energy.Rule.Kind {
+		case RuleCUSUM:
+			c := cfg.Energy.Rule.CUSUM
+			g.rules = append(g.rules, newCUSUM(t.Value, t.Scale, c.Drift, c.Limit))
+		default:
+			n := cfg.Energy.Rule.NOfM
+			g.rules = append(g.rules, newNOfM(t.Value, n.N, n.M))
+		}
+	}
+	now := g.clock.Now()
+	g.state, g.since, g.active = Stopped, now, KindStartup
+	g.reason = Reason{Kind: KindStartup, Scores: NoScores(), Threshold: math.NaN(), Time: now,
+		Message: "not armed yet: the runtime resets the gate once camera, arm and scores are live"}
+	return g, nil
+}
+
+func cloneConfig(c Config) Config {
+	c.Energy.Scores = append([]ScoreConfig(nil), c.Energy.Scores...)
+	l := &c.Limits
+	for _, p := range []*[]float64{&l.MaxVelocity, &l.MaxAcceleration, &l.MaxJerk, &l.MaxDelta, &l.SoftLower, &l.SoftUpper, &l.KPosition} {
+		*p = append([]float64(nil), (*p)...)
+	}
+	return c
+}
+
+// Thresholds returns the resolved threshold of each monitored score (for
+// the telemetry overlay).
+func (g *Guard) Thresholds() []Threshold { return append([]Threshold(nil), g.thresholds...) }
+
+// Config returns the frozen configuration the gate runs with.
+func (g *Guard) Config() Config { return cloneConfig(g.cfg) }
+
+type action uint8
+
+const (
+	actNone action = iota
+	actCommand
+	actHalt
+	actEnable
+)
+
+// Tick runs one control tick: it checks every monitor and watchdog on in,
+// then either writes the limited command to the arm, or — on a trip, and on
+// every tick while stopped — the stop path arm.Halt (with a context that
+// ignores ctx's cancellation). A trip is on the wire before Tick returns.
+// A pending Reset is decided here, on live inputs.
+//
+// The returned error reports a failed arm write (the gate has stopped then).
+// While running, Tick allocates nothing after the first call.
+func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
+	g.armMu.Lock()
+	defer g.armMu.Unlock()
+
+	var evs [2]Event
+	nev := 0
+
+	g.mu.Lock()
+	var dt time.Duration
+	if g.haveTick {
+		dt = in.Now.Sub(g.lastNow)
+	}
+	g.haveTick, g.lastTick, g.lastNow = true, in.Tick, in.Now
+	g.counters.Ticks++
+	g.trace.push(ScoreSample{Tick: in.Tick, Time: in.Now, Scores: in.Scores})
+	if g.traceDue > 0 {
+		g.traceDue--
+		if g.traceDue == 0 {
+			evs[nev] = Event{Type: EventTrace, Time: in.Now, Tick: in.Tick, Reason: g.traceReason,
+				Trace: g.trace.last(nil, g.cfg.Events.TraceBefore)}
+			nev++
+		}
+	}
+
+	d := Decision{Tick: in.Tick, Time: in.Now}
+	f := g.check(in)
+	g.active = f.kind
+	d.Active = f.kind
+
+	act := actNone
+	tripped := false
+	var trip fault // the tripping fault, formatted after the halt is written
+	var tripGen uint64
+	var req *resetRequest
+	var gen uint64
+	switch {
+	case g.state == Running && f.kind != KindNone:
+		trip, tripGen = f, g.latch(&f, in)
+		act, tripped = actHalt, true
+	case g.state == Running:
+		v := g.lim.apply(g.out.Velocity, in.Command.Velocity, in.Command.Gripper, armPosition(in), dt, &d.Clamps)
+		g.out.Gripper = v
+		for i, c := range d.Clamps {
+			g.counters.Clamps[i] += uint64(c)
+		}
+		d.Command = g.out
+		act = actCommand
+	default:
+		g.counters.StoppedTicks++
+		act = actHalt
+		if req = g.pending; req != nil {
+			g.pending = nil
+			if f.kind == KindNone {
+				g.resetCheck(&f, in)
+			}
+			if f.kind != KindNone {
+				r := g.reasonFor(&f, in)
+				g.counters.ResetsRefused++
+				evs[nev] = Event{Type: EventResetRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor}
+				nev++
+				req.done <- fmt.Errorf("%w (by %s): %s: %s", ErrResetRefused, req.actor, r.Kind, r.Message)
+				req = nil
+			} else {
+				act, gen = actEnable, g.gen
+			}
+		}
+	}
+	g.mu.Unlock()
+
+	var err error
+	switch act {
+	case actCommand:
+		if err = g.arm.Command(ctx, g.out); err != nil {
+			err = fmt.Errorf("safety: write command at tick %d: %w", in.Tick, err)
+			g.mu.Lock()
+			g.counters.ArmErrors++
+			d.Command = actuators.Command{}
+			if g.state == Running {
+				trip = fault{kind: KindArmWrite, err: err}
+				tripGen, tripped = g.latch(&trip, in), true
+			}
+			g.mu.Unlock()
+			d.Halted = true
+			g.halt(ctx)
+		}
+	case actHalt:
+		d.Halted = true
+		if herr := g.halt(ctx); herr != nil && tripped {
+			err = herr // report a failed halt on the trip tick (later ones are counted)
+		}
+	case actEnable:
+		d.Halted = false
+		eerr := g.arm.Enable(ctx)
+		g.mu.Lock()
+		switch {
+		case eerr != nil:
+			g.counters.ArmErrors++
+			g.counters.ResetsRefused++
+			r := g.reason
+			evs[nev] = Event{Type: EventResetRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor}
+			nev++
+			req.done <- fmt.Errorf("%w (by %s): arm refused enable: %w — check the controller's fault and e-stop", ErrResetRefused, req.actor, eerr)
+		case g.gen != gen:
+			req.done <- fmt.Errorf("%w (by %s): %s", ErrStopped, req.actor, g.reason.Message)
+		default:
+			cleared := g.reason
+			g.state, g.since = Running, in.Now
+			g.reason = Reason{}
+			g.enabledAt = g.clock.Now()
+			if in.Now.After(g.enabledAt) {
+				g.enabledAt = in.Now
+			}
+			for _, r := range g.rules {
+				r.reset()
+			}
+			g.lim.reset()
+			g.counters.Resets++
+			evs[nev] = Event{Type: EventReset, Time: in.Now, Tick: in.Tick, Reason: cleared, Actor: req.actor}
+			nev++
+			req.done <- nil
+		}
+		g.mu.Unlock()
+		if eerr != nil {
+			g.halt(ctx)
+			d.Halted = true
+		}
+	}
+	g.mu.Lock()
+	if tripped {
+		// The halt is on the wire: now format the reason and the event.
+		msg := g.message(&trip)
+		if g.gen == tripGen {
+			g.reason.Message = msg
+			g.traceReason.Message = msg
+		}
+		evs[nev] = g.tripEvent(trip.kind, tripGen, msg)
+		nev++
+	}
+	d.State, d.Reason = g.state, g.reason
+	g.mu.Unlock()
+
+	for i := 0; i < nev; i++ {
+		g.emit(&evs[i])
+	}
+	return d, err
+}
+
+// halt writes the stop path. Called with armMu held.
+func (g *Guard) halt(ctx context.Context) error {
+	err := g.arm.Halt(context.WithoutCancel(ctx))
+	g.mu.Lock()
+	was := g.haltFailing
+	g.haltFailing = err != nil
+	if err != nil {
+		g.counters.ArmErrors++
+	}
+	g.mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("safety: halt: %w — the controller's heartbeat timeout is the fallback", err)
+		if !was {
+			g.log.Error("safety: halt failed", "err", err)
+		}
+	} else if was {
+		g.log.Info("safety: halt succeeds again")
+	}
+	return err
+}
+
+// Stop latches an operator stop (STOP button, API, SIGTERM) and writes the
+// stop path at once, from the caller's goroutine, without waiting for the
+// next tick (it waits only for an arm write in progress to finish). A
+// stopped gate stays stopped with its first reason; the arm is halted again
+// anyway. A pending reset is cancelled. When Stop returns, the gate is
+// stopped and the halt written after any command. Safe to call from any
+// goroutine, repeatedly; ctx's cancellation does not abort the halt.
+func (g *Guard) Stop(ctx context.Context, actor, message string) error {
+	// Take the arm first: no tick can decide (or enable) between the latch
+	// and the halt, so the halt is never overtaken by a reset.
+	g.armMu.Lock()
+	g.mu.Lock()
+	g.gen++
+	var ev Event
+	latched := false
+	if g.state == Running {
+		f := fault{kind: KindOperator, actor: actor, note: message}
+		now := g.clock.Now()
+		gen := g.latch(&f, &Inputs{Tick: g.lastTick, Now: now, Scores: NoScores()})
+		g.reason.Message = g.message(&f)
+		g.traceReason = g.reason
+		ev = g.tripEvent(KindOperator, gen, g.reason.Message)
+		latched = true
+	}
+	if req := g.pending; req != nil {
+		g.pending = nil
+		req.done <- fmt.Errorf("%w: stop by %s", ErrStopped, actor)
+	}
+	g.mu.Unlock()
+	err := g.halt(ctx)
+	g.armMu.Unlock()
+	if latched {
+		g.emit(&ev)
+	}
+	return err
+}
+
+// Reset asks to re-arm a stopped gate on behalf of actor (the caller has
+// authenticated it). The request is decided at the next tick on live inputs:
+// it is refused (ErrResetRefused, saying which cause persists) while any
+// monitor or watchdog would trip — for the energy monitor, while its rule is
+// in alarm, any monitored score is above its threshold or missing. Accepted,
+// the gate enables the arm and passes commands again from the following
+// tick, with the rate limits restarting from standstill. Reset blocks until
+// that tick or until ctx ends (ErrNoTick). Resetting a running gate is a no-op.
+func (g *Guard) Reset(ctx context.Context, actor string) error {
+	g.mu.Lock()
+	if g.state == Running {
+		g.mu.Unlock()
+		return nil
+	}
+	if g.pending != nil {
+		by := g.pending.actor
+		g.mu.Unlock()
+		return fmt.Errorf("%w (by %s)", ErrResetPending, by)
+	}
+	req := &resetRequest{actor: actor, done: make(chan error, 1)}
+	g.pending = req
+	g.mu.Unlock()
+
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		g.mu.Lock()
+		if g.pending == req {
+			g.pending = nil
+			g.mu.Unlock()
+			return fmt.Errorf("%w before the reset by %s timed out (%w) — is the control loop running?", ErrNoTick, actor, ctx.Err())
+		}
+		g.mu.Unlock()
+		return <-req.done // a tick took it: its answer is coming
+	}
+}
+
+// OnArmEvent takes the arm driver's link events (actuators.Options.OnEvent):
+// while the driver reports the link down, every tick sees arm_disconnected
+// at once instead of waiting for the arm state to age past
+// watchdog.arm_max_age, and a reset is refused. It never calls the arm and
+// does not block, so the driver may call it from inside a request.
+func (g *Guard) OnArmEvent(e actuators.Event) {
+	g.mu.Lock()
+	g.linkDown = e.State != actuators.StateConnected
+	g.linkErr = e.Err
+	g.mu.Unlock()
+}
+
+// Status returns the gate's state.
+func (g *Guard) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Status{State: g.state, Reason: g.reason, Since: g.since, Active: g.active, ResetPending: g.pending != nil}
+}
+
+// Counters returns a copy of the cumulative counters.
+func (g *Guard) Counters() Counters {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.counters
+}
+
+// Trace appends the score trace (oldest first, up to events.trace_before
+// samples) to dst.
+func (g *Guard) Trace(dst []ScoreSample) []ScoreSample {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.trace.last(dst, len(g.trace.buf))
+}
+
+// latch moves to Stopped with f's reason, not yet formatted, and returns
+// the latch's generation. Called with mu held.
+func (g *Guard) latch(f *fault, in *Inputs) uint64 {
+	g.reason = baseReason(f, in)
+	g.state, g.since = Stopped, in.Now
+	g.gen++
+	g.counters.Trips[f.kind]++
+	g.traceReason = g.reason
+	g.traceDue = g.cfg.Events.TraceAfter
+	return g.gen
+}
+
+// tripEvent builds the trip event of the latch of generation gen (mu held).
+// If another stop has latched since, the reason is still this trip's.
+func (g *Guard) tripEvent(kind Kind, gen uint64, msg string) Event {
+	r := g.traceReason
+	if g.gen != gen || r.Kind != kind {
+		r = Reason{Kind: kind, Message: msg}
+	}
+	r.Message = msg
+	return Event{Type: EventTrip, Time: r.Time, Tick: r.Tick, Reason: r, Actor: r.Actor,
+		Trace: g.trace.last(nil, g.cfg.Events.TraceBefore)}
+}
+
+// emit logs and publishes one event (without locks held).
+func (g *Guard) emit(ev *Event) {
+	r := &ev.Reason
+	switch ev.Type {
+	case EventTrip:
+		g.log.Warn("safety: stop", "reason", r.Kind.String(), "tick", r.Tick, "message", r.Message,
+			"energy", r.Scores[ScoreEnergy], "centered_energy", r.Scores[ScoreCentered], "threshold", r.Threshold, "actor", r.Actor)
+	case EventReset:
+		g.log.Info("safety: reset", "actor", ev.Actor, "tick", ev.Tick, "cleared", r.Kind.String())
+	case EventResetRefused:
+		g.log.Warn("safety: reset refused", "actor", ev.Actor, "tick", ev.Tick, "cause", r.Kind.String(), "message", r.Message)
+	}
+	if g.events == nil {
+		return
+	}
+	select {
+	case g.events <- *ev:
+	default:
+		g.mu.Lock()
+		g.counters.EventsDropped++
+		g.mu.Unlock()
+	}
+}
+
+func armPosition(in *Inputs) []float64 {
+	if in.Arm == nil {
+		return nil
+	}
+	return in.Arm.Position
+}

@@ -1,0 +1,142 @@
+package safety
+
+import "strconv"
+
+// State is the gate's operating state.
+type State uint8
+
+// The gate is either passing commands (Running) or latched (Stopped). It
+// starts Stopped with reason KindStartup: the first Reset arms it, and only
+// when every input is fresh.
+const (
+	Stopped State = iota
+	Running
+)
+
+func (s State) String() string {
+	switch s {
+	case Stopped:
+		return "STOPPED"
+	case Running:
+		return "RUNNING"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Kind says which monitor tripped (a stop reason), or which fault is active.
+type Kind uint8
+
+// Stop reasons. Each has its own counter (Counters.Trips) and its own rule
+// for when a reset is allowed again (the cause must be gone).
+const (
+	KindNone              Kind = iota // no fault
+	KindStartup                       // the gate has not been armed yet (initial state, not counted as a trip)
+	KindOperator                      // Stop was called (STOP button, API, SIGTERM)
+	KindEnergy                        // the energy monitor's rule fired
+	KindNaN                           // NaN or Inf in the proposed command, the arm position or a score (±Inf)
+	KindInvalidInput                  // command or state of the wrong shape (axis count)
+	KindScoreStale                    // no fresh score for longer than watchdog.score_max_age
+	KindInferenceDeadline             // an inference request has run past watchdog.inference_deadline
+	KindCameraStale                   // newest camera frame older than watchdog.camera_max_age
+	KindArmStale                      // newest arm state older than watchdog.arm_max_age
+	KindArmDisconnected               // arm reads failing and the last good state older than watchdog.arm_max_age
+	KindArmWrite                      // writing the command to the arm failed
+	KindArmFault                      // the controller reports a non-zero fault word
+	KindEStop                         // the hardware e-stop input is asserted
+	KindArmDisabled                   // the controller dropped enable while the gate was running
+	KindLoopLate                      // the control loop woke later than watchdog.loop_max_late or skipped a deadline
+
+	NumKinds // number of kinds; Kind values are in [0, NumKinds)
+)
+
+var kindNames = [NumKinds]string{
+	KindNone:              "none",
+	KindStartup:           "startup",
+	KindOperator:          "operator",
+	KindEnergy:            "energy",
+	KindNaN:               "nan",
+	KindInvalidInput:      "invalid_input",
+	KindScoreStale:        "score_stale",
+	KindInferenceDeadline: "inference_deadline",
+	KindCameraStale:       "camera_stale",
+	KindArmStale:          "arm_stale",
+	KindArmDisconnected:   "arm_disconnected",
+	KindArmWrite:          "arm_write",
+	KindArmFault:          "arm_fault",
+	KindEStop:             "estop",
+	KindArmDisabled:       "arm_disabled",
+	KindLoopLate:          "loop_late",
+}
+
+// String returns the snake_case name used in logs, metrics labels and
+// telemetry ("energy", "camera_stale", ...).
+func (k Kind) String() string {
+	if k < NumKinds {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Limit names one command limit; clamps are counted per Limit.
+type Limit uint8
+
+// Command limits, in the order they are applied (see Limiter).
+const (
+	LimitVelocity     Limit = iota // |v| ≤ limits.max_velocity
+	LimitSoftPosition              // soft position limits (ros2_control style velocity bound)
+	LimitDelta                     // |v − v_prev| ≤ limits.max_delta per tick
+	LimitAcceleration              // |v − v_prev|/dt ≤ limits.max_acceleration
+	LimitJerk                      // |a − a_prev|/dt ≤ limits.max_jerk
+	LimitGripper                   // gripper within [min, max] and max_delta per tick
+
+	NumLimits // number of limits
+)
+
+var limitNames = [NumLimits]string{
+	LimitVelocity:     "velocity",
+	LimitSoftPosition: "soft_position",
+	LimitDelta:        "delta",
+	LimitAcceleration: "acceleration",
+	LimitJerk:         "jerk",
+	LimitGripper:      "gripper",
+}
+
+// String returns the snake_case name of the limit.
+func (l Limit) String() string {
+	if l < NumLimits {
+		return limitNames[l]
+	}
+	return "Limit(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Score names one of the policy's out-of-distribution scores (higher = less
+// like the demonstrations), as in the bundle manifest's calibration block.
+type Score uint8
+
+// The scores the policy reports every tick.
+const (
+	ScoreEnergy   Score = iota // E(a, cond, γ) of the chosen action: "energy"
+	ScoreCentered              // E(a, cond, γ) − mean_m E(ref_m, cond, γ) = −centered reward: "centered_energy"
+
+	NumScores
+)
+
+var scoreNames = [NumScores]string{ScoreEnergy: "energy", ScoreCentered: "centered_energy"}
+
+// String returns the manifest name of the score.
+func (s Score) String() string {
+	if s < NumScores {
+		return scoreNames[s]
+	}
+	return "Score(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseScore maps a manifest name ("energy", "centered_energy") to a Score.
+func ParseScore(name string) (Score, bool) {
+	for i, n := range scoreNames {
+		if n == name {
+			return Score(i), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,126 @@
+package safety
+
+import (
+	"errors"
+	"math"
+	"strings"
+)
+
+// rule decides from a stream of fresh scores whether the energy is out of
+// distribution. Implementations allocate nothing per observation.
+type rule interface {
+	// observe feeds one fresh, finite score and reports whether the rule is
+	// in alarm after it.
+	observe(x float64) bool
+	// alarmed reports the current alarm state without feeding a score.
+	alarmed() bool
+	// reset forgets the history (after an accepted reset).
+	reset()
+}
+
+// nOfM is in alarm while at least n of the last m scores exceeded the
+// threshold. A single noisy sample never trips it (n ≥ 2); a sustained
+// excursion trips it n−1 ticks after it starts.
+type nOfM struct {
+	threshold float64
+	n, m      int
+	window    uint64 // bit i: sample i ticks ago was over the threshold
+}
+
+func newNOfM(threshold float64, n, m int) *nOfM {
+	return &nOfM{threshold: threshold, n: n, m: m}
+}
+
+func (r *nOfM) observe(x float64) bool {
+	r.window <<= 1
+	if x > r.threshold {
+		r.window |= 1
+	}
+	if r.m < 64 {
+		r.window &= 1<<uint(r.m) - 1
+	}
+	return r.alarmed()
+}
+
+func (r *nOfM) count() int {
+	c := 0
+	for w := r.window; w != 0; w &= w - 1 {
+		c++
+	}
+	return c
+}
+
+func (r *nOfM) alarmed() bool { return r.count() >= r.n }
+func (r *nOfM) reset()        { r.window = 0 }
+
+// cusum is a one-sided CUSUM of the scaled exceedance over the threshold:
+// S ← max(0, S + (x − threshold)/scale − drift), alarm while S > limit.
+type cusum struct {
+	threshold, scale, drift, limit float64
+	s                              float64
+}
+
+func newCUSUM(threshold, scale, drift, limit float64) *cusum {
+	return &cusum{threshold: threshold, scale: scale, drift: drift, limit: limit}
+}
+
+func (r *cusum) observe(x float64) bool {
+	r.s += (x-r.threshold)/r.scale - r.drift
+	if !(r.s > 0) { // also maps NaN to 0
+		r.s = 0
+	}
+	return r.alarmed()
+}
+
+func (r *cusum) alarmed() bool { return r.s > r.limit }
+func (r *cusum) reset()        { r.s = 0 }
+
+// Replay runs a decision rule over a recorded trace of one score (NaN: no
+// score at that tick, skipped) against th (th.Scale is needed by the CUSUM
+// rule) and returns the indices at which it trips. After each trip the rule
+// restarts, as after an accepted reset. Use it to measure the false-trip
+// rate on in-distribution episodes and the detection delay on OOD ones, and
+// to pick a threshold for the rule rather than for single samples.
+func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
+	cfg := Config{Energy: EnergyConfig{Rule: rc}}
+	cfg.Energy.Scores = []ScoreConfig{{Name: th.Score.String(), Threshold: &th.Value}}
+	if rc.Kind == RuleCUSUM {
+		cfg.Energy.Scores[0].Scale = &th.Scale
+	}
+	var errs []error
+	for _, e := range unwrapJoin(cfg.Validate()) {
+		if strings.Contains(e.Error(), "safety: energy.") {
+			errs = append(errs, e)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var r rule
+	if rc.Kind == RuleCUSUM {
+		r = newCUSUM(th.Value, th.Scale, rc.CUSUM.Drift, rc.CUSUM.Limit)
+	} else {
+		r = newNOfM(th.Value, rc.NOfM.N, rc.NOfM.M)
+	}
+	var trips []int
+	for i, x := range trace {
+		if math.IsNaN(x) {
+			continue
+		}
+		if r.observe(x) {
+			trips = append(trips, i)
+			r.reset()
+		}
+	}
+	return trips, nil
+}
+
+func unwrapJoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
