@@ -46,7 +46,7 @@ type Options struct {
 // Inputs is what the control loop hands the gate every tick. The gate reads
 // it during Tick only and keeps no reference to it.
 type Inputs struct {
-	Tick     int64     // tick number (runtime.Tick.N)
+	Tick int64 // tick number (runtime.Tick.N)
 	// Deadline is when the tick was first due: after skipped deadlines, the
 	// earliest one skipped, so Now − Deadline is the whole lateness (zero:
 	// lateness not checked, and any Missed > 0 trips).
