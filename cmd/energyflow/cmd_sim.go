@@ -65,7 +65,7 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c.Robot.Map = filepath.Join(root, simMapFile)
 	c.Robot.Timeout = 200 * time.Millisecond
 	c.Robot.State = []string{"observation"}
-	c.Camera.Source = "mjpeg"
+	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
 	c.Policy.Bundle = f.bundle
 	if c.Policy.Bundle == "" {
