@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/energyflow/edge/runtime"
+	"github.com/energyflow/edge/safety"
 )
 
 func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
@@ -53,8 +54,13 @@ func newLogger(env *cliEnv, cfg *runtime.Config) *slog.Logger {
 // signal cancels ctx (graceful: the arm is halted, recordings are closed);
 // a second one exits at once.
 func runApp(ctx context.Context, env *cliEnv, cfg *runtime.Config) int {
+	return runAppWith(ctx, env, cfg, nil)
+}
+
+// runAppWith is runApp with a per-tick observer (soak measurements).
+func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, onTick func(runtime.Tick, *safety.Decision)) int {
 	log := newLogger(env, cfg)
-	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout})
+	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout, OnTick: onTick})
 	if err != nil {
 		fmt.Fprintln(env.stderr, "energyflow:", err)
 		return exitFailure

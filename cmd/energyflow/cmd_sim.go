@@ -107,6 +107,8 @@ func cmdSimDemo(ctx context.Context, env *cliEnv, args []string) int {
 	var f simFlags
 	f.register(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the live view")
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
+	soakReport := fs.String("soak-report", "", "write a soak report (tick jitter, missed deadlines, memory, GC) to this file at exit")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `usage: energyflow sim [flags]          run the simulated robot demo until Ctrl-C
        energyflow sim record [flags]   record scripted demonstrations (HDF5)
@@ -158,7 +160,23 @@ live view, and prints the viewer URL with its token.`)
 			}
 		}
 	}()
-	return runApp(ctx, env, cfg)
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	if *soakReport == "" {
+		return runApp(ctx, env, cfg)
+	}
+	soak := newSoakMeter(int(cfg.Loop.RateHz*duration.Seconds()) + 16)
+	code := runAppWith(ctx, env, cfg, soak.onTick)
+	rep := soak.report(cfg.Loop.RateHz, *duration)
+	fmt.Fprintln(env.stdout, rep)
+	if err := os.WriteFile(*soakReport, []byte(rep+"\n"), 0o644); err != nil {
+		fmt.Fprintln(env.stderr, "energyflow sim:", err)
+		return exitFailure
+	}
+	return code
 }
 
 // cmdSimRecord runs the bridge's scripted-demonstration recorder.

@@ -138,3 +138,28 @@ func TestSaveNeverOverwrites(t *testing.T) {
 		t.Fatalf("second save overwrote %s", p1)
 	}
 }
+
+// TestTrainingToolkitLoadsRecordings is the cross-language check: a file the
+// runtime records is read by the training toolkit's own loader.
+func TestTrainingToolkitLoadsRecordings(t *testing.T) {
+	py := python(t)
+	path, err := Save(t.TempDir(), testEpisode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import sys
+sys.path.insert(0, sys.argv[2])
+from energyflow.data import load_hdf5
+demos, info = load_hdf5(sys.argv[1], ["state"], ["camera"])
+d = demos[0]
+assert info.env == "button-press-v3", info.env
+assert info.action_dim == 2 and info.total == 5, info
+assert d.length == 5 and d.obs["state"].shape == (5, 3) and d.obs["camera"].shape == (5, 2, 2, 3), d
+assert abs(float(d.actions[4, 1]) + 0.4) < 1e-6
+print("ok")`
+	out, err := exec.Command(py, "-c", script, path, filepath.Join(repoRoot(t), "training")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("training loader: %v\n%s", err, out)
+	}
+}
