@@ -16,6 +16,7 @@ import (
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
 	"github.com/energyflow/edge/telemetry"
+	"github.com/energyflow/edge/telemetry/gpu"
 	"github.com/energyflow/edge/trt"
 )
 
@@ -131,7 +132,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 
 	// Telemetry.
 	if cfg.Telemetry.Enabled {
-		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, Logger: log.With("part", "telemetry"),
+		g := gpu.Open("/", log.With("part", "gpu"))
+		a.closers = append(a.closers, g.Close)
+		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, GPU: g, Logger: log.With("part", "telemetry"),
 			Announce: opts.Announce}); err != nil {
 			return nil, err
 		}

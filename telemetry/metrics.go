@@ -1,0 +1,146 @@
+package telemetry
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the Prometheus collectors of the robot, in a registry of its
+// own (the global default registry is never used). The runtime observes
+// through the methods below; all are safe for concurrent use and cheap
+// enough for the control loop.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	tickDuration prometheus.Histogram
+	tickJitter   prometheus.Histogram
+	tickOverruns prometheus.Counter
+	inference    prometheus.Histogram
+	energy       prometheus.Gauge
+	threshold    prometheus.Gauge
+	energyDist   prometheus.Histogram
+	trips        *prometheus.CounterVec
+	modbusRTT    *prometheus.HistogramVec
+	modbusErrors *prometheus.CounterVec
+
+	framesCaptured prometheus.Counter
+	framesEncoded  prometheus.Counter
+	framesDropped  *prometheus.CounterVec
+	dropBusy       prometheus.Counter
+	dropRate       prometheus.Counter
+	dropInvalid    prometheus.Counter
+	encodeDuration prometheus.Histogram
+	sendDelay      prometheus.Histogram
+	keyframes      prometheus.Counter
+	viewers        prometheus.Gauge
+	dcDropped      prometheus.Counter
+	authFailures   prometheus.Counter
+}
+
+// Metric name prefix.
+const ns = "energyflow"
+
+// NewMetrics builds the collectors in a fresh registry, together with the Go
+// runtime and process collectors.
+func NewMetrics() *Metrics {
+	ms := func(lo float64, n int) []float64 { return prometheus.ExponentialBuckets(lo, 2, n) }
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		tickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "tick_duration_seconds",
+			Help: "Time spent in one control tick.", Buckets: ms(0.0005, 12)}),
+		tickJitter: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "tick_jitter_seconds",
+			Help: "Absolute lateness of a tick start against its deadline.", Buckets: ms(0.0001, 12)}),
+		tickOverruns: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "tick_overruns_total",
+			Help: "Ticks that ended after the next tick's deadline."}),
+		inference: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inference_latency_seconds",
+			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
+		energy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_score",
+			Help: "Latest energy score the safety monitor compares with the threshold."}),
+		threshold: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_threshold",
+			Help: "Energy score at which the safety monitor stops the arm."}),
+		energyDist: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "energy_score_distribution",
+			Help: "Distribution of energy scores.", Buckets: prometheus.LinearBuckets(-10, 1, 31)}),
+		trips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "safety_trips_total",
+			Help: "Safety stops by reason (a small fixed set of reasons)."}, []string{"reason"}),
+		modbusRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "modbus_round_trip_seconds",
+			Help: "Modbus request/response round trips.", Buckets: ms(0.0002, 12)}, []string{"op"}),
+		modbusErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "modbus_errors_total",
+			Help: "Failed Modbus requests."}, []string{"op"}),
+		framesCaptured: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "frames_captured_total",
+			Help: "Frames submitted to the live view."}),
+		framesEncoded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "frames_encoded_total",
+			Help: "Frames encoded and sent to viewers."}),
+		framesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "frames_dropped_total",
+			Help: "Frames not encoded: busy (encoder still working), rate (above video.fps), invalid (bad size)."}, []string{"reason"}),
+		encodeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: "telemetry", Name: "encode_duration_seconds",
+			Help: "Overlay, colour conversion and VP8 encoding of one frame.", Buckets: ms(0.0005, 10)}),
+		sendDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: "telemetry", Name: "send_delay_seconds",
+			Help:    "From a frame's capture time to its packets handed to a viewer's transport (the server's part of glass-to-glass delay).",
+			Buckets: ms(0.002, 10)}),
+		keyframes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "keyframes_total",
+			Help: "Keyframes sent (viewer joined, PLI/FIR, or interval)."}),
+		viewers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: "telemetry", Name: "viewers",
+			Help: "Connected WebRTC viewers."}),
+		dcDropped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "datachannel_dropped_total",
+			Help: "Telemetry messages not sent because a viewer's data channel was backed up or the queue was full."}),
+		authFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "auth_failures_total",
+			Help: "Requests refused for a missing or wrong token."}),
+	}
+	m.dropBusy = m.framesDropped.WithLabelValues("busy")
+	m.dropRate = m.framesDropped.WithLabelValues("rate")
+	m.dropInvalid = m.framesDropped.WithLabelValues("invalid")
+	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference, m.energy, m.threshold, m.energyDist,
+		m.trips, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
+		m.sendDelay, m.keyframes, m.viewers, m.dcDropped, m.authFailures,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry, for adding collectors of other packages.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, MaxRequestsInFlight: 4, Timeout: 5 * time.Second})
+}
+
+// ObserveTick records one control tick: how long it took and how late it
+// started against its deadline (jitter, sign ignored).
+func (m *Metrics) ObserveTick(duration, jitter time.Duration) {
+	if jitter < 0 {
+		jitter = -jitter
+	}
+	m.tickDuration.Observe(duration.Seconds())
+	m.tickJitter.Observe(jitter.Seconds())
+}
+
+// TickOverrun counts a tick that ran past the next deadline.
+func (m *Metrics) TickOverrun() { m.tickOverruns.Inc() }
+
+// ObserveInference records the latency of one policy inference.
+func (m *Metrics) ObserveInference(d time.Duration) { m.inference.Observe(d.Seconds()) }
+
+// ObserveEnergy records the latest energy score and the threshold in force.
+func (m *Metrics) ObserveEnergy(score, threshold float64) {
+	m.energy.Set(score)
+	m.threshold.Set(threshold)
+	m.energyDist.Observe(score)
+}
+
+// SafetyTrip counts a safety stop. reason must come from a small fixed set
+// ("energy", "limits", "watchdog", "operator", …): it is a label.
+func (m *Metrics) SafetyTrip(reason string) { m.trips.WithLabelValues(reason).Inc() }
+
+// ObserveModbus records one Modbus round trip; op is a small fixed label
+// ("read", "write"); a non-nil err counts an error.
+func (m *Metrics) ObserveModbus(op string, d time.Duration, err error) {
+	if err != nil {
+		m.modbusErrors.WithLabelValues(op).Inc()
+		return
+	}
+	m.modbusRTT.WithLabelValues(op).Observe(d.Seconds())
+}

@@ -1,0 +1,214 @@
+package telemetry
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+)
+
+func grayImage(w, h int, v byte) rgbImage {
+	return rgbImage{pix: bytes.Repeat([]byte{v}, w*h*3), w: w, h: h}
+}
+
+func (im rgbImage) at(x, y int) rgb {
+	i := (y*im.w + x) * 3
+	return rgb{im.pix[i], im.pix[i+1], im.pix[i+2]}
+}
+
+// TestOverlayLayout pins the layout the browser test probes (browsertest
+// e2e_test.go: bar at x 8…150, y 19…27 for 320×240).
+func TestOverlayLayout(t *testing.T) {
+	l := layoutFor(320, 240)
+	if l.k != 1 || l.barX != 8 || l.barY != 19 || l.barW != 142 || l.barH != 8 {
+		t.Fatalf("320×240 layout changed: %+v — update browsertest probes", l)
+	}
+	if l := layoutFor(640, 480); l.k != 2 {
+		t.Fatalf("640×480 scale %d, want 2", l.k)
+	}
+}
+
+func drawSample(t *testing.T, w, h int, s Sample) rgbImage {
+	t.Helper()
+	var o overlayState
+	o.update(&s)
+	var d overlayData
+	o.snapshot(&d)
+	im := grayImage(w, h, 128)
+	drawOverlay(im, &d)
+	return im
+}
+
+func TestOverlayPixels(t *testing.T) {
+	im := drawSample(t, 320, 240, Sample{Energy: 0.3, Threshold: 1, State: StateRunning, LoopRateHz: 10,
+		InferenceLatency: 12 * time.Millisecond, Planned: [][]float64{{0, 0}, {1, 2}, {2, 1}}})
+	l := layoutFor(320, 240)
+	if c := im.at(l.barX+2, l.barY+4); c != colRunning {
+		t.Errorf("bar fill below threshold = %v, want green %v", c, colRunning)
+	}
+	if c := im.at(l.barX+l.barW-2, l.barY+4); c != colBarBG {
+		t.Errorf("bar background = %v, want %v", c, colBarBG)
+	}
+	// Threshold mark at 1/1.5 of the bar.
+	tx := l.barX + int(float64(l.barW)/1.5)
+	if c := im.at(tx, l.barY-1); c != colThreshold {
+		t.Errorf("threshold mark = %v, want %v", c, colThreshold)
+	}
+	// The panel is darkened, the rest of the frame untouched.
+	if c := im.at(l.panelX+1, l.panelY+1); c.r >= 128 {
+		t.Errorf("panel not shaded: %v", c)
+	}
+	if c := im.at(160, 200); c != (rgb{128, 128, 128}) {
+		t.Errorf("pixel outside the overlay changed: %v", c)
+	}
+	// RUNNING is drawn in green somewhere on the state line.
+	if !regionHas(im, l.barX, l.stateY, 60, 7, colRunning) {
+		t.Error("state text not green")
+	}
+	// Planned motion box is drawn.
+	if !regionHas(im, l.planX, l.planY, l.planW, l.planH, colPlan[0]) {
+		t.Error("planned motion not drawn")
+	}
+
+	stopped := drawSample(t, 320, 240, Sample{Energy: 2, Threshold: 1, State: StateStopped, Reason: "energy"})
+	if c := stopped.at(l.barX+2, l.barY+4); c != colStopped {
+		t.Errorf("bar fill above threshold = %v, want red", c)
+	}
+	if !regionHas(stopped, l.barX, l.stateY, 140, 7, colStopped) {
+		t.Error("STOPPED text not red")
+	}
+}
+
+func regionHas(im rgbImage, x, y, w, h int, c rgb) bool {
+	for yy := y; yy < y+h; yy++ {
+		for xx := x; xx < x+w; xx++ {
+			if im.at(xx, yy) == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestOverlaySurvivesOddInput(t *testing.T) {
+	for _, s := range []Sample{
+		{Energy: math.NaN(), Threshold: math.Inf(1)},
+		{Energy: -5, Threshold: -10, State: "WEIRD", Reason: string(make([]byte, 500))},
+		{Planned: [][]float64{{math.NaN()}, {1, 2, 3, 4, 5, 6}, {}}},
+	} {
+		for _, sz := range [][2]int{{16, 16}, {64, 48}, {320, 240}, {1280, 720}} {
+			drawSample(t, sz[0], sz[1], s) // must not panic
+		}
+	}
+}
+
+func TestScaleRGB(t *testing.T) {
+	src := []byte{1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4} // 2×2
+	dst := make([]byte, 4*4*3)
+	scaleRGB(dst, 4, 4, src, 2, 2)
+	if dst[0] != 1 || dst[3*3] != 2 || dst[(3*4)*3] != 3 || dst[(3*4+3)*3] != 4 {
+		t.Fatalf("scaled: %v", dst)
+	}
+}
+
+func TestSampleJSON(t *testing.T) {
+	s := Sample{Tick: 7, Time: time.Unix(1700000000, 0), Energy: 0.5, Threshold: math.NaN(), State: "STOPPED",
+		Reason: "q\"uote\\ <tag>\x01 ünï\xff", Joints: []float64{1, 2}, Planned: [][]float64{{1}, {2, 3}},
+		InferenceLatency: 1500 * time.Microsecond}
+	var got map[string]any
+	b := appendSampleJSON(nil, &s)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("invalid JSON %s: %v", b, err)
+	}
+	if got["type"] != "sample" || got["tick"].(float64) != 7 || got["threshold"] != nil || got["inference_ms"].(float64) != 1.5 {
+		t.Fatalf("decoded %v", got)
+	}
+	if got["reason"] != "q\"uote\\ <tag>\x01 ünï\ufffd" {
+		t.Fatalf("reason %q", got["reason"])
+	}
+	e := Event{Kind: "trip", Reason: "energy", Trace: []float64{1, math.Inf(1)}}
+	if err := json.Unmarshal(appendEventJSON(nil, &e, true), &got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublishAllocs proves the control-loop side allocates nothing once
+// warmed up.
+func TestPublishAllocs(t *testing.T) {
+	s := &Server{ring: make([]Sample, 16), wake: make(chan struct{}, 1), metrics: NewMetrics()}
+	smp := Sample{Energy: 1, Threshold: 2, State: StateRunning, Reason: "", Joints: make([]float64, 7),
+		EndEffector: make([]float64, 3), Planned: [][]float64{{1, 2, 3}, {4, 5, 6}}}
+	for i := 0; i < 40; i++ {
+		s.Publish(smp)
+	}
+	if n := testing.AllocsPerRun(200, func() { s.Publish(smp) }); n != 0 {
+		t.Fatalf("Publish allocates %.1f times per call", n)
+	}
+}
+
+func TestSubmitFrameNeverBlocks(t *testing.T) {
+	m := NewMetrics()
+	p, err := newVideoPipeline(VideoConfig{Width: 64, Height: 48, FPS: 10}, m, &overlayState{}, func() int { return 1 }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No encoder goroutine: the pool drains and further frames are dropped.
+	frame := make([]byte, 64*48*3)
+	t0 := time.Now()
+	accepted := 0
+	for i := 0; i < 50; i++ {
+		if p.submit(frame, 64, 48, t0.Add(time.Duration(i)*100*time.Millisecond)) {
+			accepted++
+		}
+	}
+	if accepted != 1 {
+		t.Fatalf("accepted %d frames with a stalled encoder, want 1 (one-slot queue)", accepted)
+	}
+	if p.submit(frame[:10], 64, 48, time.Time{}) {
+		t.Fatal("short frame accepted")
+	}
+	// Frame-rate limit: 30 fps input at 10 fps keeps one in three.
+	p2, _ := newVideoPipeline(VideoConfig{Width: 64, Height: 48, FPS: 10}, m, &overlayState{}, func() int { return 1 }, nil)
+	kept := 0
+	for i := 0; i < 30; i++ {
+		if p2.submit(frame, 64, 48, t0.Add(time.Duration(i)*time.Second/30)) {
+			kept++
+			<-p2.work
+			p2.free <- &frameBuf{}
+		}
+	}
+	if kept < 9 || kept > 11 {
+		t.Fatalf("kept %d of 30 frames at 30→10 fps", kept)
+	}
+	// After warm-up a submitted frame costs no allocation.
+	p3, _ := newVideoPipeline(VideoConfig{Width: 64, Height: 48, FPS: 10}, m, &overlayState{}, func() int { return 1 }, nil)
+	i := 0
+	submitAndDrain := func() {
+		i++
+		if p3.submit(frame, 64, 48, t0.Add(time.Duration(i)*time.Second)) {
+			p3.free <- <-p3.work
+		}
+	}
+	for j := 0; j < 10; j++ {
+		submitAndDrain()
+	}
+	if n := testing.AllocsPerRun(100, submitAndDrain); n != 0 {
+		t.Fatalf("SubmitFrame allocates %.1f times per frame", n)
+	}
+}
+
+func BenchmarkOverlay640x480(b *testing.B) {
+	var o overlayState
+	for i := 0; i < traceLen; i++ {
+		o.update(&Sample{Energy: float64(i%10) / 10, Threshold: 1, State: StateRunning, LoopRateHz: 10,
+			Planned: [][]float64{{0, 1, 2}, {1, 2, 3}, {2, 3, 4}, {3, 4, 5}}})
+	}
+	im := grayImage(640, 480, 100)
+	var d overlayData
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		o.snapshot(&d)
+		drawOverlay(im, &d)
+	}
+}

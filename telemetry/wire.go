@@ -1,0 +1,164 @@
+package telemetry
+
+import (
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Data-channel messages are JSON objects with a "type":
+//
+//	hello   {type, scope, can_reset, video:{width,height,fps}, events:[…], stats}
+//	sample  {type, tick, t (unix ms), energy, threshold, reward, scores, state,
+//	         reason, loop_hz, tick_ms, inference_ms, joints, velocities, ee,
+//	         gripper, planned:[[…]…]}
+//	event   {type, t, tick, kind, reason, actor, energy, threshold, trace}
+//	stats   {type, t, cpu:{…}, gpu:[…], gpu_source, gpu_error, video:{…}}
+//
+// Non-finite numbers are sent as null.
+
+// sampleCopy copies s into dst, reusing dst's slices (no allocation once
+// their capacity suffices).
+func sampleCopy(dst *Sample, s *Sample) {
+	scores, joints, vel, ee, planned := dst.Scores, dst.Joints, dst.Velocities, dst.EndEffector, dst.Planned
+	*dst = *s
+	dst.Scores = appendCapped(scores[:0], s.Scores)
+	dst.Joints = appendCapped(joints[:0], s.Joints)
+	dst.Velocities = appendCapped(vel[:0], s.Velocities)
+	dst.EndEffector = appendCapped(ee[:0], s.EndEffector)
+	n := min(len(s.Planned), MaxPlanSteps)
+	if cap(planned) < n {
+		planned = append(planned[:cap(planned)], make([][]float64, n-cap(planned))...)
+	}
+	planned = planned[:n]
+	for i := 0; i < n; i++ {
+		planned[i] = appendCapped(planned[i][:0], s.Planned[i])
+	}
+	dst.Planned = planned
+}
+
+func appendCapped(dst, src []float64) []float64 {
+	return append(dst, src[:min(len(src), MaxVector)]...)
+}
+
+func appendNum(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', 7, 64)
+}
+
+func appendNums(b []byte, v []float64) []byte {
+	b = append(b, '[')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNum(b, x)
+	}
+	return append(b, ']')
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+func unixMillis(t time.Time) float64 {
+	return float64(t.UnixNano()) / 1e6
+}
+
+func durMillis(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// appendSampleJSON writes s as a "sample" message.
+func appendSampleJSON(b []byte, s *Sample) []byte {
+	b = append(b, `{"type":"sample","tick":`...)
+	b = strconv.AppendUint(b, s.Tick, 10)
+	b = append(b, `,"t":`...)
+	b = appendNum(b, unixMillis(s.Time))
+	b = append(b, `,"energy":`...)
+	b = appendNum(b, s.Energy)
+	b = append(b, `,"threshold":`...)
+	b = appendNum(b, s.Threshold)
+	b = append(b, `,"reward":`...)
+	b = appendNum(b, s.Reward)
+	b = append(b, `,"scores":`...)
+	b = appendNums(b, s.Scores)
+	b = append(b, `,"state":`...)
+	b = appendString(b, s.State)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, s.Reason)
+	b = append(b, `,"loop_hz":`...)
+	b = appendNum(b, s.LoopRateHz)
+	b = append(b, `,"tick_ms":`...)
+	b = appendNum(b, durMillis(s.TickDuration))
+	b = append(b, `,"inference_ms":`...)
+	b = appendNum(b, durMillis(s.InferenceLatency))
+	b = append(b, `,"joints":`...)
+	b = appendNums(b, s.Joints)
+	b = append(b, `,"velocities":`...)
+	b = appendNums(b, s.Velocities)
+	b = append(b, `,"ee":`...)
+	b = appendNums(b, s.EndEffector)
+	b = append(b, `,"gripper":`...)
+	b = appendNum(b, s.Gripper)
+	b = append(b, `,"planned":[`...)
+	for i, step := range s.Planned {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNums(b, step)
+	}
+	return append(b, "]}"...)
+}
+
+// appendEventJSON writes e as an "event" message (or, with typ "", as a
+// bare object for lists).
+func appendEventJSON(b []byte, e *Event, typed bool) []byte {
+	b = append(b, '{')
+	if typed {
+		b = append(b, `"type":"event",`...)
+	}
+	b = append(b, `"t":`...)
+	b = appendNum(b, unixMillis(e.Time))
+	b = append(b, `,"tick":`...)
+	b = strconv.AppendUint(b, e.Tick, 10)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, e.Kind)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, e.Reason)
+	b = append(b, `,"actor":`...)
+	b = appendString(b, e.Actor)
+	b = append(b, `,"energy":`...)
+	b = appendNum(b, e.Energy)
+	b = append(b, `,"threshold":`...)
+	b = appendNum(b, e.Threshold)
+	b = append(b, `,"trace":`...)
+	b = appendNums(b, e.Trace)
+	return append(b, '}')
+}
