@@ -10,7 +10,11 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func cmdVersion(_ context.Context, env *cliEnv, _ []string) int {
+func cmdVersion(_ context.Context, env *cliEnv, args []string) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(env.stdout, "usage: energyflow version\n\nPrints the version, commit, Go version and platform.")
+		return exitOK
+	}
 	rev := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
