@@ -1,0 +1,635 @@
+"""The Meta-World bridge: a simulated arm that looks like hardware.
+
+    python -m sim.bridge --task button-press --map examples/maps/metaworld.yaml \
+        --modbus 127.0.0.1:5020 --http 127.0.0.1:8090 [--lockstep | --rate 10] \
+        [--camera-size 96x96 | --no-camera] [--seed 0] [--level 0] [--auto-reset]
+
+* Modbus TCP server (pymodbus) serving exactly the register map file.
+  A *command* is a write that changes the heartbeat register; each command
+  advances the world by one Meta-World step (lockstep: inside the write, so the
+  reply comes after the new observation and frame are in place; --rate R: at the
+  next tick of an R Hz clock, one step per tick at most, latest command wins).
+  No command, no physics: the world stands still, the camera keeps serving the
+  last frame.
+* Heartbeat watchdog: no heartbeat change for the map's heartbeat_timeout ->
+  zero action, enable register forced to 0, fault bit 0x0001. The next fresh
+  heartbeat clears the bit; enable stays 0 until written 1 (refused, reading
+  back 0, while the fault word is non-zero).
+* HTTP: MJPEG at /stream and /snapshot.jpg (X-Timestamp = capture time),
+  episode control for harnesses (/episode, /episode/reset, /episode/level,
+  /tasks, /levels).  See docs/sim.md.
+
+When both servers listen, one JSON line goes to stdout:
+{"modbus": "127.0.0.1:5020", "http": "127.0.0.1:8090", ...}.  Port 0 = pick a free port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+from pymodbus.constants import ExcCodes  # noqa: E402
+from pymodbus.datastore import ModbusServerContext  # noqa: E402
+from pymodbus.server import ModbusTcpServer  # noqa: E402
+
+from . import ood  # noqa: E402
+from .regmap import RegisterMap, load_map  # noqa: E402
+from .world import DEFAULT_CAMERA, TASKS, World, normalize_task  # noqa: E402
+
+log = logging.getLogger("sim.bridge")
+
+DEFAULT_MAP = Path(__file__).resolve().parent.parent / "examples" / "maps" / "metaworld.yaml"
+
+# status word bits (input register "status")
+ST_READY = 0x0001  # an episode is loaded and not truncated: commands move the arm
+ST_SUCCESS = 0x0002  # the task succeeded in this episode (sticky until reset)
+ST_TRUNCATED = 0x0004  # max episode length reached: commands are ignored until reset
+ST_ENABLED = 0x0008  # motion permitted (enable = 1 and no heartbeat fault)
+ST_HEARTBEAT = 0x0010  # heartbeat alive (changed within heartbeat_timeout)
+ST_LOCKSTEP = 0x0020  # lockstep mode (one step per command, as fast as commands come)
+# fault word bits (input register "fault")
+F_HEARTBEAT = 0x0001  # heartbeat lapsed: arm stopped, enable dropped; cleared by the next fresh heartbeat
+F_INTERNAL = 0x0008  # controller internal: MuJoCo went unstable in this episode (cleared by reset)
+F_BAD_COMMAND = 0x0100  # last command had a non-finite value (executed as zero)
+
+_FN_CODES = {
+    1: "coil", 5: "coil", 15: "coil",
+    2: "discrete",
+    3: "holding", 6: "holding", 16: "holding", 22: "holding", 23: "holding",
+    4: "input",
+}
+
+
+def parse_hostport(s: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    if ":" in s:
+        host, port = s.rsplit(":", 1)
+    else:
+        host, port = default_host, s
+    return host or default_host, int(port)
+
+
+def parse_size(s: str) -> tuple[int, int]:
+    w, h = s.lower().split("x")
+    return int(w), int(h)
+
+
+class _Context(ModbusServerContext):
+    """pymodbus datastore hook: every request goes to the bridge."""
+
+    def __init__(self, bridge: "Bridge"):  # noqa: D107 - no super(): we are the datastore
+        self.bridge = bridge
+        self.old_simulator = True
+        self.simdevices = []
+        self._devices = {}
+
+    def device_ids(self):
+        return [self.bridge.map.unit_id]
+
+    async def async_getValues(self, device_id, func_code, address, count=1):
+        return self.bridge.read(func_code, address, count)
+
+    async def async_setValues(self, device_id, func_code, address, values):
+        return self.bridge.write(func_code, address, values)
+
+
+class Bridge:
+    def __init__(self, world: World, regmap: RegisterMap, lockstep: bool = True, rate: float = 10.0,
+                 jpeg_quality: int = 90, auto_reset: bool = False, auto_reset_hold: int = 20,
+                 stream_resend: float = 1.0, heartbeat_timeout: float | None = None):
+        self.world = world
+        self.map = regmap
+        self.lockstep = lockstep
+        self.rate = rate
+        self.jpeg_quality = jpeg_quality
+        self.auto_reset = auto_reset
+        self.auto_reset_hold = auto_reset_hold
+        self.stream_resend = stream_resend
+        self.hb_timeout = heartbeat_timeout or regmap.heartbeat_timeout
+        self.regs: dict[str, list[int]] = {fn: [0] * regmap.span(fn)[1] for fn in ("holding", "input", "coil", "discrete")}
+        self.fault = 0
+        self.commands = 0
+        self.steps_total = 0
+        self.ignored_commands = 0
+        self.hb_lapses = 0
+        hbs = regmap.signal("heartbeat")
+        self._last_hb: list[int] = [0] * hbs.size  # the register starts at 0: the first command writes != 0
+        self._last_hb_time = 0.0
+        self._hb_armed = False
+        self._pending = False
+        self._grip_hold = 0.0
+        self._was_enabled = False
+        self._after_done = 0
+        self._prev_pos: np.ndarray | None = None
+        self.pending_level: str | None = None
+        # camera
+        self.frame: bytes | None = None
+        self.frame_ts = 0.0
+        self.frame_seq = 0
+        self.frame_step = 0
+        self._frame_event: asyncio.Event | None = None
+        self.stats = {"step_s": 0.0, "render_s": 0.0, "encode_s": 0.0, "tick_s": 0.0, "n": 0}
+        self.modbus_server: ModbusTcpServer | None = None
+        self.http_server: asyncio.AbstractServer | None = None
+        self.modbus_addr = ("", 0)
+        self.http_addr = ("", 0)
+        self._tasks: list[asyncio.Task] = []
+        self._last_encode_s = 0.0
+
+    # ------------------------------------------------------------------ signals
+    def _sig_get(self, name: str) -> list[float] | None:
+        if not self.map.has(name):
+            return None
+        s = self.map.signal(name)
+        regs = self.regs[s.function][s.address:s.end]
+        if s.function in ("coil", "discrete"):
+            return [float(v) for v in regs]
+        return self.map.decode(s, regs)
+
+    def _sig_set(self, name: str, values) -> None:
+        if not self.map.has(name):
+            return
+        s = self.map.signal(name)
+        if s.function in ("coil", "discrete"):
+            vals = values if hasattr(values, "__len__") else [values]
+            self.regs[s.function][s.address:s.end] = [1 if v else 0 for v in vals]
+            return
+        vals = list(values) if hasattr(values, "__len__") else [values]
+        if s.type != "float32":
+            vals = [max(min(v, 2**31 - 1), -(2**31)) for v in vals]
+        self.regs[s.function][s.address:s.end] = self.map.encode(s, vals)
+
+    @property
+    def enabled(self) -> bool:
+        en = self._sig_get("enable")
+        return bool(en and en[0] == 1) and not (self.fault & F_HEARTBEAT)
+
+    def status_word(self) -> int:
+        w = self.world
+        st = 0
+        if not w.truncated:
+            st |= ST_READY
+        if w.success:
+            st |= ST_SUCCESS
+        if w.truncated:
+            st |= ST_TRUNCATED
+        if self.enabled:
+            st |= ST_ENABLED
+        if self._hb_armed:
+            st |= ST_HEARTBEAT
+        if self.lockstep:
+            st |= ST_LOCKSTEP
+        return st
+
+    def _publish_status(self) -> None:
+        self._sig_set("status", [self.status_word()])
+        self._sig_set("fault", [self.fault])
+
+    def _publish_obs(self) -> None:
+        obs = self.world.obs
+        o32 = obs.astype(np.float32)
+        self._sig_set("observation", [float(x) for x in o32[: self.map.signal("observation").count]]
+                      if self.map.has("observation") else [])
+        if self.map.has("position"):
+            n = self.map.signal("position").count
+            self._sig_set("position", [float(x) for x in o32[:n]])
+        if self.map.has("gripper_state"):
+            self._sig_set("gripper_state", [float(o32[3])])
+        if self.map.has("velocity"):
+            n = self.map.signal("velocity").count
+            pos = obs[:3]
+            dt = float(self.world.env.dt)
+            v = np.zeros(n)
+            if self._prev_pos is not None:
+                v[: min(3, n)] = ((pos - self._prev_pos) / dt)[: min(3, n)]
+            self._prev_pos = pos.copy()
+            self._sig_set("velocity", [float(x) for x in v])
+        self._publish_status()
+
+    # ------------------------------------------------------------------ modbus
+    def read(self, func_code: int, address: int, count: int):
+        fn = _FN_CODES.get(func_code)
+        if fn is None:
+            return ExcCodes.ILLEGAL_FUNCTION
+        regs = self.regs[fn]
+        if address < 0 or count < 1 or address + count > len(regs):
+            return ExcCodes.ILLEGAL_ADDRESS
+        if fn in ("coil", "discrete"):
+            return [bool(v) for v in regs[address:address + count]]
+        return list(regs[address:address + count])
+
+    def write(self, func_code: int, address: int, values):
+        fn = _FN_CODES.get(func_code)
+        if fn not in ("holding", "coil"):
+            return ExcCodes.ILLEGAL_FUNCTION
+        regs = self.regs[fn]
+        values = list(values)
+        if address < 0 or address + len(values) > len(regs):
+            return ExcCodes.ILLEGAL_ADDRESS
+        now = time.monotonic()
+        en_sig = self.map.signal("enable")
+        hb_sig = self.map.signal("heartbeat")
+        wrote_enable = en_sig.function == fn and address < en_sig.end and address + len(values) > en_sig.address
+        if fn == "coil":
+            values = [1 if v else 0 for v in values]
+        regs[address:address + len(values)] = [int(v) & 0xFFFF for v in values]
+        hb = self.regs[hb_sig.function][hb_sig.address:hb_sig.end]
+        fresh = hb != self._last_hb
+        if fresh and self.fault & F_HEARTBEAT:
+            self.fault &= ~F_HEARTBEAT  # a fresh heartbeat clears the lapse; enable stays 0 until written
+            log.info("fresh heartbeat: heartbeat fault cleared")
+        if wrote_enable:
+            en = self._sig_get("enable")
+            if en and en[0] == 1:
+                if self.fault:
+                    self._sig_set("enable", [0])  # refused while faulted: reads back 0
+                else:
+                    self._last_hb_time = now  # enabling starts a fresh heartbeat period
+        if fresh:
+            self._last_hb = list(hb)
+            self._last_hb_time = now
+            self._hb_armed = True
+            self.commands += 1
+            if self.lockstep:
+                self._command()
+            else:
+                self._pending = True
+        self._publish_status()
+        return None
+
+    # ------------------------------------------------------------------ stepping
+    def _action(self) -> np.ndarray:
+        a = np.zeros(4)
+        if self.enabled:
+            vel = self._sig_get("velocity_command") or [0.0, 0.0, 0.0]
+            grip = self._sig_get("gripper_command")
+            g = grip[0] if grip else self._grip_hold
+            cmd = list(vel[:3]) + [0.0] * (3 - len(vel[:3])) + [g]
+            if not all(math.isfinite(x) for x in cmd):
+                self.fault |= F_BAD_COMMAND
+                cmd = [x if math.isfinite(x) else 0.0 for x in cmd]
+            else:
+                self.fault &= ~F_BAD_COMMAND
+            a[:] = cmd
+            for i, name in ((0, "velocity_command"), (3, "gripper_command")):
+                if self.map.has(name):
+                    s = self.map.signal(name)
+                    lo = -1.0 if s.min is None else s.min
+                    hi = 1.0 if s.max is None else s.max
+                    sl = slice(0, 3) if i == 0 else slice(3, 4)
+                    a[sl] = np.clip(a[sl], lo, hi)
+            a = np.clip(a, -1.0, 1.0)
+            self._grip_hold = float(a[3])
+            self._was_enabled = True
+        else:
+            a[3] = self._grip_hold  # the gripper keeps its last commanded effort; no arm motion
+            if self._was_enabled:
+                self.world.hold()
+                self._was_enabled = False
+        return a
+
+    def _command(self) -> None:
+        """One control step: the latest command is applied to the world."""
+        w = self.world
+        if w.truncated:
+            self.ignored_commands += 1
+            return
+        t0 = time.perf_counter()
+        w.step(self._action())
+        t1 = time.perf_counter()
+        if w.unstable:
+            self.fault |= F_INTERNAL
+        self.steps_total += 1
+        self._publish_obs()
+        self._render()
+        self.stats["step_s"] += t1 - t0
+        if self.frame is not None and self.world.camera_size:
+            self.stats["render_s"] += self.world.last_render_s
+            self.stats["encode_s"] += self._last_encode_s
+        self.stats["tick_s"] += time.perf_counter() - t0
+        self.stats["n"] += 1
+        if self.auto_reset and (w.truncated or w.success):
+            self._after_done += 1
+            if w.truncated or self._after_done >= self.auto_reset_hold:
+                self.reset(seed=w.seed + 1)
+
+    def _render(self) -> None:
+        img = self.world.render()
+        if img is None:
+            return
+        t0 = time.perf_counter()
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, format="JPEG", quality=self.jpeg_quality)
+        self.frame = buf.getvalue()
+        self.frame_ts = time.time()
+        self.frame_seq += 1
+        self.frame_step = self.world.step_count
+        self._last_encode_s = time.perf_counter() - t0
+        ev = self._frame_event
+        self._frame_event = asyncio.Event()
+        if ev is not None:
+            ev.set()
+
+    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None) -> dict:
+        if level is None and self.pending_level is not None:
+            level = self.pending_level
+        self.pending_level = None
+        self.world.reset(task=task, level=level, seed=seed)
+        self.fault &= ~(F_INTERNAL | F_BAD_COMMAND)
+        self._after_done = 0
+        self._prev_pos = None
+        self._pending = False
+        self._publish_obs()
+        self._render()
+        log.info("reset task=%s level=%s seed=%s", self.world.task, self.world.level, self.world.seed)
+        return self.episode_info()
+
+    def episode_info(self) -> dict:
+        d = self.world.info()
+        n = max(self.stats["n"], 1)
+        d.update({
+            "mode": "lockstep" if self.lockstep else "realtime",
+            "rate": None if self.lockstep else self.rate,
+            "status": self.status_word(),
+            "fault": self.fault,
+            "enabled": self.enabled,
+            "commands": self.commands,
+            "ignored_commands": self.ignored_commands,
+            "heartbeat_lapses": self.hb_lapses,
+            "pending_level": self.pending_level,
+            "frame_seq": self.frame_seq,
+            "tick_ms": 1000 * self.stats["tick_s"] / n,
+            "step_ms": 1000 * self.stats["step_s"] / n,
+            "render_ms": 1000 * self.stats["render_s"] / n,
+            "encode_ms": 1000 * self.stats["encode_s"] / n,
+        })
+        return d
+
+    # ------------------------------------------------------------------ loops
+    async def _watchdog(self) -> None:
+        period = min(0.02, self.hb_timeout / 10)
+        while True:
+            await asyncio.sleep(period)
+            if self._hb_armed and time.monotonic() - self._last_hb_time > self.hb_timeout:
+                self._hb_armed = False
+                self._pending = False
+                self.fault |= F_HEARTBEAT
+                self.hb_lapses += 1
+                self._sig_set("enable", [0])
+                self.world.hold()
+                self._was_enabled = False
+                self._publish_status()
+                log.warning("heartbeat lapsed (> %.3f s): arm stopped, enable dropped", self.hb_timeout)
+
+    async def _ticker(self) -> None:
+        period = 1.0 / self.rate
+        nxt = time.monotonic()
+        while True:
+            nxt += period
+            delay = nxt - time.monotonic()
+            if delay < -period:  # fell behind: do not try to catch up
+                nxt = time.monotonic()
+                delay = 0
+            await asyncio.sleep(max(delay, 0))
+            if self._pending:
+                self._pending = False
+                self._command()
+
+    # ------------------------------------------------------------------ http
+    async def _handle_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 10)
+            if not line:
+                return
+            parts = line.decode("latin-1").split()
+            if len(parts) < 2:
+                await self._respond(writer, 400, {"error": "bad request"})
+                return
+            method, target = parts[0].upper(), parts[1]
+            headers = {}
+            while True:
+                h = await asyncio.wait_for(reader.readline(), 10)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            body = b""
+            n = int(headers.get("content-length", "0") or 0)
+            if n:
+                body = await asyncio.wait_for(reader.readexactly(n), 10)
+            url = urlsplit(target)
+            await self._route(method, url.path, parse_qs(url.query), body, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+            pass
+        except Exception as exc:  # noqa: BLE001
+            log.exception("http handler")
+            try:
+                await self._respond(writer, 500, {"error": str(exc)})
+            except Exception:  # noqa: BLE001
+                pass
+        finally:
+            try:
+                writer.close()
+                await writer.wait_closed()
+            except Exception:  # noqa: BLE001
+                pass
+
+    async def _respond(self, writer, code: int, obj=None, body: bytes | None = None,
+                       ctype: str = "application/json", extra: dict | None = None) -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                  500: "Internal Server Error", 503: "Service Unavailable"}.get(code, "OK")
+        if body is None:
+            body = (json.dumps(obj) + "\n").encode()
+        hdr = [f"HTTP/1.1 {code} {reason}", f"Content-Type: {ctype}", f"Content-Length: {len(body)}",
+               "Cache-Control: no-cache", "Connection: close"]
+        for k, v in (extra or {}).items():
+            hdr.append(f"{k}: {v}")
+        writer.write(("\r\n".join(hdr) + "\r\n\r\n").encode() + body)
+        await writer.drain()
+
+    def _frame_headers(self) -> dict:
+        return {"X-Timestamp": f"{self.frame_ts:.6f}", "X-Frame": str(self.frame_seq), "X-Step": str(self.frame_step)}
+
+    async def _route(self, method, path, query, body, writer) -> None:
+        if path in ("/stream", "/stream.mjpg", "/video") and method == "GET":
+            await self._stream(writer)
+            return
+        if path in ("/snapshot.jpg", "/snapshot") and method == "GET":
+            if self.frame is None:
+                await self._respond(writer, 503, {"error": "no camera (started with --no-camera?)"})
+                return
+            await self._respond(writer, 200, body=self.frame, ctype="image/jpeg", extra=self._frame_headers())
+            return
+        if path == "/episode" and method == "GET":
+            await self._respond(writer, 200, self.episode_info())
+            return
+        if path == "/tasks" and method == "GET":
+            await self._respond(writer, 200, {"tasks": [{"task": t, "env": e, "expert": p} for t, (e, p) in TASKS.items()],
+                                              "levels": list(ood.LEVELS)})
+            return
+        if path == "/levels" and method == "GET":
+            await self._respond(writer, 200, ood.as_json())
+            return
+        if path in ("/healthz", "/") and method == "GET":
+            await self._respond(writer, 200, {"ok": True, "modbus": f"{self.modbus_addr[0]}:{self.modbus_addr[1]}",
+                                              "http": f"{self.http_addr[0]}:{self.http_addr[1]}"})
+            return
+        if path in ("/episode/reset", "/episode/level"):
+            if method != "POST":
+                await self._respond(writer, 405, {"error": "POST only"})
+                return
+            try:
+                req = json.loads(body.decode() or "{}")
+                if not isinstance(req, dict):
+                    raise ValueError("body must be a JSON object")
+                if path == "/episode/reset":
+                    task = normalize_task(req["task"]) if req.get("task") is not None else None
+                    level = ood.normalize_level(req["level"]) if req.get("level") is not None else None
+                    seed = int(req["seed"]) if req.get("seed") is not None else None
+                    info = self.reset(task=task, level=level, seed=seed)
+                else:
+                    level = ood.normalize_level(req["level"])
+                    if req.get("now"):
+                        info = self.reset(level=level, seed=self.world.seed + 1)
+                    else:
+                        self.pending_level = level
+                        info = self.episode_info()
+            except (ValueError, KeyError, TypeError) as exc:
+                await self._respond(writer, 400, {"error": str(exc)})
+                return
+            await self._respond(writer, 200, info)
+            return
+        await self._respond(writer, 404, {"error": f"no route {method} {path}"})
+
+    async def _stream(self, writer) -> None:
+        if self.frame is None:
+            await self._respond(writer, 503, {"error": "no camera (started with --no-camera?)"})
+            return
+        boundary = "frame"
+        writer.write((
+            "HTTP/1.1 200 OK\r\n"
+            f"Content-Type: multipart/x-mixed-replace; boundary={boundary}\r\n"
+            "Cache-Control: no-cache\r\nConnection: close\r\n\r\n").encode())
+        sent_seq = -1
+        while True:
+            if self.frame_seq == sent_seq:
+                ev = self._frame_event
+                if ev is None:
+                    ev = self._frame_event = asyncio.Event()
+                try:
+                    await asyncio.wait_for(ev.wait(), self.stream_resend)
+                except asyncio.TimeoutError:
+                    pass  # resend the last frame (same timestamp) to keep the connection alive
+            frame, hdrs = self.frame, self._frame_headers()
+            sent_seq = self.frame_seq
+            part = (f"--{boundary}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(frame)}\r\n"
+                    + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n").encode()
+            writer.write(part + frame + b"\r\n")
+            await writer.drain()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self, modbus: tuple[str, int], http: tuple[str, int]) -> None:
+        self._frame_event = asyncio.Event()
+        if self.world.step_count == 0 and self.world.episode == 0:
+            self.reset()
+        else:
+            self._publish_obs()
+            self._render()
+        self.modbus_server = ModbusTcpServer(_Context(self), address=modbus)
+        await self.modbus_server.serve_forever(background=True)
+        self.modbus_addr = self.modbus_server.transport.sockets[0].getsockname()[:2]
+        self.http_server = await asyncio.start_server(self._handle_http, http[0], http[1])
+        self.http_addr = self.http_server.sockets[0].getsockname()[:2]
+        self._tasks.append(asyncio.create_task(self._watchdog()))
+        if not self.lockstep:
+            self._tasks.append(asyncio.create_task(self._ticker()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.http_server is not None:
+            self.http_server.close()
+        if self.modbus_server is not None:
+            await self.modbus_server.shutdown()
+
+    def ready_line(self) -> dict:
+        return {"modbus": f"{self.modbus_addr[0]}:{self.modbus_addr[1]}",
+                "http": f"{self.http_addr[0]}:{self.http_addr[1]}",
+                "stream": f"http://{self.http_addr[0]}:{self.http_addr[1]}/stream",
+                "task": self.world.task, "level": self.world.level, "seed": self.world.seed,
+                "mode": "lockstep" if self.lockstep else "realtime",
+                "camera": list(self.world.camera_size) if self.world.camera_size else None,
+                "map": self.map.source, "pid": os.getpid()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sim.bridge", description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", default="button-press", help=f"one of {', '.join(TASKS)}")
+    p.add_argument("--map", default=str(DEFAULT_MAP), help="register map YAML (docs/register-map.md)")
+    p.add_argument("--modbus", default="127.0.0.1:5020", help="host:port of the Modbus TCP server (port 0 = free port)")
+    p.add_argument("--http", default="127.0.0.1:8090", help="host:port of the camera/episode HTTP server (port 0 = free port)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--lockstep", action="store_true", help="step inside each command write, as fast as commands come (default)")
+    mode.add_argument("--rate", type=float, default=None, help="real-time mode: at most one step per 1/RATE s, latest command wins")
+    p.add_argument("--camera-size", default="96x96", help="WxH of the rendered camera")
+    p.add_argument("--camera", default=DEFAULT_CAMERA, help="MuJoCo camera name (corner, corner2, corner3, corner4, topview, behindGripper, gripperPOV)")
+    p.add_argument("--no-camera", action="store_true", help="do not render (low-dimensional evaluation)")
+    p.add_argument("--render-quality", choices=("fast", "full"), default="fast",
+                   help="fast: one light, Sawyer head display not drawn (default); full: Meta-World's three lights")
+    p.add_argument("--jpeg-quality", type=int, default=90)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--level", default="0", help="OOD level 0|S|M|L")
+    p.add_argument("--max-steps", type=int, default=None, help="episode length limit (default Meta-World's max_path_length, 500)")
+    p.add_argument("--heartbeat-timeout", type=float, default=None, help="override the map's heartbeat_timeout (seconds)")
+    p.add_argument("--auto-reset", action="store_true", help="demo: start the next episode (seed+1, pending level) 20 steps after success or at truncation")
+    p.add_argument("--log-level", default="WARNING")
+    return p
+
+
+async def _amain(args) -> int:
+    regmap = load_map(args.map)
+    cam = None if args.no_camera else parse_size(args.camera_size)
+    world = World(args.task, camera_size=cam, camera_name=args.camera, max_steps=args.max_steps,
+                  render_quality=args.render_quality)
+    world.reset(level=args.level, seed=args.seed)
+    bridge = Bridge(world, regmap, lockstep=args.rate is None, rate=args.rate or 10.0,
+                    jpeg_quality=args.jpeg_quality, auto_reset=args.auto_reset,
+                    heartbeat_timeout=args.heartbeat_timeout)
+    await bridge.start(parse_hostport(args.modbus), parse_hostport(args.http))
+    print(json.dumps(bridge.ready_line()), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except NotImplementedError:  # pragma: no cover
+            pass
+    await stop.wait()
+    await bridge.stop()
+    world.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("pymodbus").setLevel(logging.ERROR)
+    return asyncio.run(_amain(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The bridge as a subprocess, driven like hardware: Modbus client + HTTP."""
+
+import io
+import socket
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sim.bridge import F_HEARTBEAT, ST_ENABLED, ST_HEARTBEAT, ST_LOCKSTEP, ST_READY, ST_SUCCESS
+from sim.client import BridgeProcess, http_json, snapshot  # noqa: F401 (fixtures in conftest)
+from sim.world import expert_policy
+
+
+def test_ready_line_and_http(bridge):
+    assert bridge.info["mode"] == "lockstep"
+    assert bridge.info["camera"] == [64, 48]
+    tasks = http_json(bridge.http, "/tasks")
+    assert [t["task"] for t in tasks["tasks"]] == ["button-press", "drawer-open", "assembly", "bin-picking", "hammer"]
+    assert tasks["levels"] == ["0", "S", "M", "L"]
+    lv = http_json(bridge.http, "/levels")
+    assert lv["hammer"]["levels"]["L"]["bodies"][0]["body"] == "box"
+    with pytest.raises(urllib.error.HTTPError):
+        http_json(bridge.http, "/episode/reset", {"level": "XL"})
+
+
+def test_command_steps_world_and_registers_round_trip(bridge, arm):
+    ep = http_json(bridge.http, "/episode/reset", {"task": "button-press", "level": "0", "seed": 5})
+    assert ep["step"] == 0 and ep["seed"] == 5 and ep["level"] == "0" and not ep["done"]
+    arm.enable(True)
+    st0 = arm.state()
+    assert st0.status & ST_READY and st0.status & ST_ENABLED and st0.status & ST_LOCKSTEP
+    assert st0.fault == 0
+    np.testing.assert_allclose(st0.position, st0.observation[:3])
+    # the button position in the observation is the reset's rand vec shifted by the env's offset
+    assert st0.observation[4] == pytest.approx(ep["rand_vec"][0], abs=1e-5)
+    arm.command([1.0, 0.0, 0.0, -1.0])  # +x, 1 cm per step
+    st1 = arm.state()
+    assert http_json(bridge.http, "/episode")["step"] == 1
+    assert arm.read_signal("velocity_command") == [1.0, 0.0, 0.0]
+    assert arm.read_signal("gripper_command") == [-1.0]
+    assert arm.read_signal("heartbeat") == [arm.heartbeat]
+    for _ in range(4):
+        arm.command([1.0, 0.0, 0.0, -1.0])
+    st5 = arm.state()
+    assert http_json(bridge.http, "/episode")["step"] == 5
+    assert st5.position[0] - st0.position[0] > 0.01  # the hand moved along +x
+    assert st1.status & ST_HEARTBEAT
+    # a write that does not change the heartbeat is not a command
+    arm.write_signal("velocity_command", [0.0, 1.0, 0.0])
+    assert http_json(bridge.http, "/episode")["step"] == 5
+    # enable 0: commands advance time but the arm does not move
+    arm.enable(False)
+    p = arm.state().position
+    for _ in range(3):
+        arm.command([0.0, 1.0, 0.0, -1.0])
+    st = arm.state()
+    assert not st.status & ST_ENABLED
+    assert np.abs(st.position - p).max() < 8e-3  # the arm brakes (mocap held at the hand), no 3 cm in +y
+    for _ in range(3):
+        arm.command([0.0, 1.0, 0.0, -1.0])
+    assert np.abs(arm.state().position - p).max() < 8e-3  # and stays there
+    assert http_json(bridge.http, "/episode")["step"] == 11
+    arm.enable(True)
+
+
+def test_mjpeg_stream_parses(bridge, arm):
+    host, port = bridge.info["http"].rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    f = s.makefile("rb")
+    status = f.readline()
+    assert status.startswith(b"HTTP/1.1 200")
+    headers = {}
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        headers[k.strip().lower()] = v.strip()
+    ctype = headers["content-type"]
+    assert ctype.startswith("multipart/x-mixed-replace")
+    boundary = ctype.split("boundary=")[1].strip()
+    arm.enable(True)
+
+    def part():
+        line = f.readline()
+        while line == b"\r\n":
+            line = f.readline()
+        assert line.strip() == b"--" + boundary.encode()
+        h = {}
+        while True:
+            line = f.readline()
+            if line == b"\r\n":
+                break
+            k, _, v = line.decode().partition(":")
+            h[k.strip().lower()] = v.strip()
+        data = f.read(int(h["content-length"]))
+        return h, data
+
+    h1, d1 = part()
+    arm.command([0.0, 0.0, 0.5, 0.0])  # a new step renders a new frame
+    t_cmd = time.time()
+    h2, d2 = part()
+    for h, d in ((h1, d1), (h2, d2)):
+        assert h["content-type"] == "image/jpeg"
+        img = Image.open(io.BytesIO(d))
+        img.load()
+        assert img.format == "JPEG" and img.size == (64, 48)
+        ts = float(h["x-timestamp"])
+        assert abs(ts - time.time()) < 60
+    assert int(h2["x-frame"]) > int(h1["x-frame"])
+    assert int(h2["x-step"]) == int(h1["x-step"]) + 1
+    assert float(h2["x-timestamp"]) <= t_cmd + 0.01 and float(h2["x-timestamp"]) >= float(h1["x-timestamp"])
+    s.close()
+    img, hdr = snapshot(bridge.http)
+    assert img.shape == (48, 64, 3) and "x-timestamp" in hdr
+
+
+def test_scripted_episode_succeeds_through_bridge(bridge, arm):
+    http_json(bridge.http, "/episode/reset", {"task": "button-press", "level": "0", "seed": 11})
+    arm.enable(True)
+    pol = expert_policy("button-press")
+    st = arm.state()
+    for _ in range(300):
+        arm.command(pol.get_action(st.observation.astype(np.float64)))
+        st = arm.state()
+        if st.status & ST_SUCCESS:
+            break
+    assert st.status & ST_SUCCESS
+    ep = http_json(bridge.http, "/episode")
+    assert ep["success"] and ep["done"] and 20 < ep["step"] < 300 and ep["return"] > 0
+
+
+def test_level_change_applies_at_next_reset(bridge):
+    http_json(bridge.http, "/episode/reset", {"task": "button-press", "level": "0", "seed": 1})
+    r = http_json(bridge.http, "/episode/level", {"level": "M"})
+    assert r["level"] == "0" and r["pending_level"] == "M"
+    r = http_json(bridge.http, "/episode/reset", {"seed": 2})
+    assert r["level"] == "M" and r["pending_level"] is None
+    r = http_json(bridge.http, "/episode/level", {"level": "S", "now": True})
+    assert r["level"] == "S" and r["step"] == 0 and r["seed"] == 3
+
+
+def test_heartbeat_lapse_stops_arm_realtime_mode():
+    with BridgeProcess("button-press", camera_size=None, lockstep=False, rate=50,
+                       extra=["--heartbeat-timeout", "0.5"]) as b:
+        assert b.info["mode"] == "realtime"
+        arm = b.arm()
+        arm.enable(True)
+        st = arm.state()
+        assert not st.status & ST_LOCKSTEP and st.status & ST_ENABLED
+        arm.command([0.0, 0.0, 1.0, 0.0])
+        time.sleep(0.1)
+        assert http_json(b.http, "/episode")["step"] == 1
+        # several commands within one tick: at most one step per tick
+        t0 = time.time()
+        for _ in range(5):
+            arm.command([0.0, 0.0, 1.0, 0.0])
+        time.sleep(0.1)
+        steps = http_json(b.http, "/episode")["step"]
+        assert 2 <= steps <= 1 + 1 + int((time.time() - t0) * 50)
+        time.sleep(1.0)  # heartbeat lapses
+        st = arm.state()
+        assert st.fault & F_HEARTBEAT
+        assert not st.status & ST_ENABLED and not st.status & ST_HEARTBEAT
+        assert arm.read_signal("enable") == [0.0]
+        arm.enable(True)  # refused while faulted
+        assert arm.read_signal("enable") == [0.0]
+        p = st.position
+        arm.command([0.0, 0.0, 1.0, 0.0])  # a fresh heartbeat clears the fault, still not enabled: no motion
+        time.sleep(0.1)
+        st = arm.state()
+        assert st.fault == 0 and not st.status & ST_ENABLED
+        assert np.abs(st.position - p).max() < 8e-3  # braking only, not the commanded 1 cm
+        arm.enable(True)
+        st = arm.state()
+        assert st.fault == 0 and st.status & ST_ENABLED
+        assert http_json(b.http, "/episode")["heartbeat_lapses"] == 1
+        arm.close()

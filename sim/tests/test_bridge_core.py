@@ -1,0 +1,94 @@
+"""The bridge's register logic in-process (no sockets): fast checks of the semantics."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sim.bridge import F_BAD_COMMAND, F_HEARTBEAT, ST_ENABLED, ST_READY, ST_SUCCESS, ST_TRUNCATED, Bridge
+from sim.client import REPO
+from sim.regmap import load_map
+from sim.world import World, expert_policy
+
+FC_WRITE, FC_READ_IN, FC_READ_HOLD = 16, 4, 3
+
+
+@pytest.fixture()
+def core():
+    m = load_map(REPO / "examples" / "maps" / "metaworld.yaml")
+    w = World("button-press", camera_size=None, max_steps=30)
+    w.reset(seed=3)
+    b = Bridge(w, m, lockstep=True, auto_reset=False)
+    b._publish_obs()
+    yield b, m
+    w.close()
+
+
+def _cmd(b, m, action, hb):
+    regs = []
+    for name, vals in (("velocity_command", action[:3]), ("gripper_command", action[3:4]), ("heartbeat", [hb])):
+        regs += m.encode(m.signal(name), list(vals))
+    assert b.write(FC_WRITE, 0, regs) is None
+
+
+def _status(b, m):
+    return b.read(FC_READ_IN, m.signal("status").address, 2)
+
+
+def test_truncation_ignores_commands_and_reset_clears(core):
+    b, m = core
+    assert b.write(FC_WRITE, m.signal("enable").address, [1]) is None
+    for hb in range(1, 36):
+        _cmd(b, m, [0.0, 0.0, 0.1, 0.0], hb)
+    st, fault = _status(b, m)
+    assert b.world.step_count == 30 and st & ST_TRUNCATED and not st & ST_READY
+    assert b.ignored_commands == 5
+    b.reset(seed=4)
+    st, _ = _status(b, m)
+    assert st & ST_READY and not st & ST_TRUNCATED and b.world.step_count == 0
+
+
+def test_non_finite_command_is_zero_and_flagged(core):
+    b, m = core
+    b.write(FC_WRITE, m.signal("enable").address, [1])
+    p0 = b.world.obs[:3].copy()
+    _cmd(b, m, [math.nan, 0.0, 0.0, 0.0], 1)
+    assert _status(b, m)[1] & F_BAD_COMMAND
+    assert np.abs(b.world.obs[:3] - p0).max() < 2e-3
+    _cmd(b, m, [0.0, 0.0, 0.0, 0.0], 2)
+    assert _status(b, m)[1] == 0
+
+
+def test_enable_refused_while_faulted_and_illegal_addresses(core):
+    b, m = core
+    b.fault |= F_HEARTBEAT
+    b.write(FC_WRITE, m.signal("enable").address, [1])
+    assert b.read(FC_READ_HOLD, m.signal("enable").address, 1) == [0]
+    assert not _status(b, m)[0] & ST_ENABLED
+    _cmd(b, m, [0.0, 0.0, 0.0, 0.0], 1)  # fresh heartbeat clears the lapse
+    assert _status(b, m)[1] == 0
+    b.write(FC_WRITE, m.signal("enable").address, [1])
+    assert _status(b, m)[0] & ST_ENABLED
+    assert isinstance(b.read(FC_READ_IN, 0, 88), list)
+    assert not isinstance(b.read(FC_READ_IN, 80, 20), list)  # past the last input register
+    assert b.write(FC_WRITE, 9, [1, 1]) is not None  # past the last holding register
+
+
+def test_auto_reset_after_success(core):
+    b, m = core
+    b.world.max_steps_override = None
+    b.auto_reset = True
+    b.auto_reset_hold = 3
+    b.reset(seed=3)
+    b.write(FC_WRITE, m.signal("enable").address, [1])
+    pol = expert_policy("button-press")
+    ep0 = b.world.episode
+    hb = 0
+    for _ in range(300):
+        hb += 1
+        obs = m.decode(m.signal("observation"), b.read(FC_READ_IN, 10, 78))
+        _cmd(b, m, list(np.clip(pol.get_action(np.asarray(obs)), -1, 1)), hb)
+        if b.world.episode != ep0:
+            break
+    assert b.world.episode == ep0 + 1 and b.world.seed == 4 and b.world.step_count == 0
+    assert not _status(b, m)[0] & ST_SUCCESS

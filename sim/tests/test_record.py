@@ -1,0 +1,68 @@
+"""Recorded demonstrations have the robomimic-style layout the training toolkit reads."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from sim.record import record
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, bridge):
+    out = tmp_path_factory.mktemp("rec") / "demos.hdf5"
+    s = record("button-press", episodes=1, out=out, camera=True, seed=100,
+               extra_steps=3, progress=False, bridge=bridge)
+    return out, s
+
+
+def test_record_layout(recorded):
+    out, s = recorded
+    assert s["kept"] == 1 and s["attempts"] >= 1 and 0 < s["success_rate"] <= 1
+    with h5py.File(out, "r") as f:
+        data = f["data"]
+        assert data.attrs["env"] == "button-press"
+        assert data.attrs["env_name"] == "button-press-v3"
+        assert data.attrs["level"] == "0" and data.attrs["seed"] == 100
+        assert data.attrs["num_demos"] == 1
+        assert json.loads(data.attrs["env_args"])["env_name"] == "button-press-v3"
+        demos = sorted(data.keys())
+        assert demos == ["demo_0"]
+        total = 0
+        for k in demos:
+            g = data[k]
+            L = int(g.attrs["num_samples"])
+            total += L
+            assert bool(g.attrs["success"])
+            assert g["obs/state"].shape == (L, 39) and g["obs/state"].dtype == np.float32
+            assert g["obs/camera"].shape == (L, 48, 64, 3) and g["obs/camera"].dtype == np.uint8
+            assert g["actions"].shape == (L, 4) and g["actions"].dtype == np.float32
+            a = g["actions"][:]
+            assert np.all(np.abs(a) <= 1.0)
+            assert g["dones"][-1] == 1 and g["dones"][:-1].sum() == 0
+            assert L == int(g.attrs["success_step"]) + 3
+            st = g["obs/state"][:]
+            assert np.abs(np.diff(st[:, :3], axis=0)).max() < 0.05  # consecutive hand positions
+            assert g["obs/camera"][:].std() > 1  # real images, not blanks
+        assert data.attrs["total"] == total
+
+
+def test_recorded_file_loads_in_training_toolkit(recorded):
+    """Cross-check with the training toolkit's loader (training/energyflow/data.py)."""
+    import sys
+
+    from sim.client import REPO
+
+    if str(REPO / "training") not in sys.path:
+        sys.path.insert(0, str(REPO / "training"))
+    data = pytest.importorskip("energyflow.data", reason="training loader not present")
+    out, _ = recorded
+    demos, info = data.load_hdf5(out, obs_keys=["state"], image_keys=["camera"])
+    assert len(demos) == 1
+    d = demos[0]
+    assert d.actions.shape[1] == 4 and d.length > 10
+    assert d.obs["state"].shape == (d.length, 39) and d.obs["camera"].shape == (d.length, 48, 64, 3)
+    assert info.env == "button-press" and info.total == d.length
+    with h5py.File(out, "r") as f:
+        np.testing.assert_array_equal(d.actions, f["data/demo_0/actions"][:])

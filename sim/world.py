@@ -1,0 +1,323 @@
+"""The simulated world: one Meta-World v3 task, OOD-level resets, fast offscreen camera.
+
+No networking here; :mod:`sim.bridge` puts this behind Modbus and HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+# llvmpipe (Mesa's software rasterizer behind OSMesa/EGL without a GPU): render in the calling
+# thread; at 96x96 worker threads only add synchronisation, and they suffer most on a busy box.
+os.environ.setdefault("LP_NUM_THREADS", "0")
+
+import time  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import ood  # noqa: E402
+
+warnings.filterwarnings("ignore", message="Constant\\(s\\) may be too high")
+
+# task name -> (Meta-World env name, scripted expert policy class name)
+TASKS: dict[str, tuple[str, str]] = {
+    "button-press": ("button-press-v3", "SawyerButtonPressV3Policy"),
+    "drawer-open": ("drawer-open-v3", "SawyerDrawerOpenV3Policy"),
+    "assembly": ("assembly-v3", "SawyerAssemblyV3Policy"),
+    "bin-picking": ("bin-picking-v3", "SawyerBinPickingV3Policy"),
+    "hammer": ("hammer-v3", "SawyerHammerV3Policy"),
+}
+
+OBS_DIM = 39
+ACTION_DIM = 4
+DEFAULT_CAMERA = "corner2"
+# Meta-World v3's corner cameras render upside down with mujoco.Renderer: rotate them by 180 degrees.
+ROTATE_180 = {"corner", "corner2"}
+
+
+def normalize_task(task: str) -> str:
+    t = str(task).strip().lower()
+    if t.endswith("-v3"):
+        t = t[:-3]
+    if t not in TASKS:
+        raise ValueError(f"unknown task {task!r}; want one of {', '.join(TASKS)}")
+    return t
+
+
+def expert_policy(task: str):
+    """Meta-World's scripted expert for a task (takes the 39-dim observation)."""
+    from metaworld import policies
+
+    return getattr(policies, TASKS[normalize_task(task)][1])()
+
+
+def _make_env(task: str):
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+
+    env = ALL_V3_ENVIRONMENTS[TASKS[task][0]]()
+    # Goal observable (as Meta-World's MT benchmarks): obs[36:39] = goal position.
+    env._partially_observable = False
+    try:
+        del env.sawyer_observation_space  # cached property, recomputed for the new observability
+    except AttributeError:
+        pass
+    env._set_task_called = True
+    env._freeze_rand_vec = True  # we hand it the rand vec of each episode ourselves
+    return env
+
+
+FAST_MESH_CELL = 0.01  # m: vertex-clustering cell of the rendered meshes in "fast" quality
+
+
+def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
+    """Vertex-clustering decimation of the meshes drawn in geom group 1 (Meta-World's visuals).
+
+    Only the triangles the renderer uploads change (mesh_face / mesh_facenormal /
+    mesh_facenum); vertices, convex hulls and everything physics reads stay as
+    compiled, so simulation is bit-identical (tested). Call before creating
+    the renderer. Returns (faces before, faces after).
+    """
+    mids = sorted({int(model.geom_dataid[i]) for i in range(model.ngeom)
+                   if model.geom_type[i] == mujoco.mjtGeom.mjGEOM_MESH and model.geom_group[i] == 1})
+    before = after = 0
+    for mid in mids:
+        va, vn = model.mesh_vertadr[mid], model.mesh_vertnum[mid]
+        fa, fn = model.mesh_faceadr[mid], model.mesh_facenum[mid]
+        verts = model.mesh_vert[va:va + vn]
+        faces = model.mesh_face[fa:fa + fn].copy()
+        fnorm = model.mesh_facenormal[fa:fa + fn].copy()
+        ftex = model.mesh_facetexcoord[fa:fa + fn].copy() if model.mesh_facetexcoord.shape[0] else None
+        key = np.floor(verts / cell).astype(np.int64)
+        _, rep_idx, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        rep = rep_idx[np.asarray(inv).ravel()]
+        f2 = rep[faces]
+        keep = (f2[:, 0] != f2[:, 1]) & (f2[:, 1] != f2[:, 2]) & (f2[:, 0] != f2[:, 2])
+        idx = np.nonzero(keep)[0]
+        _, uniq = np.unique(np.sort(f2[idx], axis=1), axis=0, return_index=True)
+        idx = idx[np.sort(uniq)]
+        k = len(idx)
+        if k == 0:
+            continue
+        model.mesh_face[fa:fa + k] = f2[idx]
+        model.mesh_facenormal[fa:fa + k] = fnorm[idx]
+        if ftex is not None:
+            model.mesh_facetexcoord[fa:fa + k] = ftex[idx]
+        model.mesh_facenum[mid] = k
+        before += int(fn)
+        after += k
+    return before, after
+
+
+@dataclass
+class StepResult:
+    obs: np.ndarray
+    reward: float
+    success: bool
+    truncated: bool
+    unstable: bool
+
+
+class World:
+    """A Meta-World task with OOD-level, seeded resets and an offscreen camera.
+
+    camera_size: (width, height) or None for no rendering.
+    """
+
+    def __init__(self, task: str = "button-press", camera_size: tuple[int, int] | None = (96, 96),
+                 camera_name: str = DEFAULT_CAMERA, max_steps: int | None = None, render_quality: str = "fast"):
+        if render_quality not in ("fast", "full"):
+            raise ValueError("render_quality must be fast or full")
+        self.render_quality = render_quality
+        self.camera_size = camera_size
+        self.camera_name = camera_name
+        self.max_steps_override = max_steps
+        self._envs: dict[str, object] = {}
+        self._defaults: dict[tuple[str, str], np.ndarray] = {}
+        self._renderer: mujoco.Renderer | None = None
+        self._renderer_task: str | None = None
+        self._fast_tasks: set[str] = set()  # models already prepared for fast rendering
+        self.task = normalize_task(task)
+        self.level = "0"
+        self.seed = 0
+        self.episode = 0
+        self.step_count = 0
+        self.success = False
+        self.success_step: int | None = None
+        self.ret = 0.0
+        self.truncated = False
+        self.unstable = False
+        self.obs = np.zeros(OBS_DIM)
+        self.sample: ood.Sample | None = None
+        self.last_render_s = 0.0
+        self.last_step_s = 0.0
+
+    # --- env management -------------------------------------------------------
+    @property
+    def env(self):
+        return self._get_env(self.task)
+
+    def _get_env(self, task: str):
+        if task not in self._envs:
+            env = _make_env(task)
+            self._envs[task] = env
+            for lv in ood.OOD[task].levels.values():
+                for b in lv.bodies:
+                    self._defaults[(task, b.body)] = env.model.body(b.body).pos.copy()
+        return self._envs[task]
+
+    @property
+    def max_steps(self) -> int:
+        return int(self.max_steps_override or self.env.max_path_length)
+
+    def close(self):
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        for env in self._envs.values():
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._envs.clear()
+
+    # --- episodes ---------------------------------------------------------------
+    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None) -> np.ndarray:
+        if task is not None:
+            self.task = normalize_task(task)
+        if level is not None:
+            self.level = ood.normalize_level(level)
+        if seed is not None:
+            self.seed = int(seed)
+        env = self.env
+        rng = np.random.default_rng([self.seed, ood.LEVELS.index(self.level), sum(map(ord, self.task))])
+        smp = ood.sample(self.task, self.level, rng)
+        self.sample = smp
+        # restore moved bodies, then apply this episode's pre-reset offsets
+        for (t, body), pos in self._defaults.items():
+            if t == self.task:
+                env.model.body(body).pos[:] = pos
+        for body, (off, after) in smp.bodies.items():
+            if not after:
+                env.model.body(body).pos[:2] = self._defaults[(self.task, body)][:2] + off
+        env._last_rand_vec = smp.rand_vec.copy()
+        env.max_path_length = self.max_steps
+        env.seed(self.seed)
+        obs, _ = env.reset()
+        post = {b: off for b, (off, after) in smp.bodies.items() if after}
+        if post:
+            for body, off in post.items():
+                env.model.body(body).pos[:2] = self._defaults[(self.task, body)][:2] + off
+            mujoco.mj_forward(env.model, env.data)
+            if self.task == "hammer":
+                env._target_pos = env._get_site_pos("goal")
+                env.nail_init_pos = env._get_site_pos("nailHead")
+            obs = env._get_obs()
+            obs[18:36] = obs[0:18]
+            env._prev_obs = obs[0:18].copy()
+        self.obs = np.asarray(obs, dtype=np.float64)
+        self.episode += 1
+        self.step_count = 0
+        self.success = False
+        self.success_step = None
+        self.ret = 0.0
+        self.truncated = False
+        self.unstable = False
+        return self.obs
+
+    def step(self, action) -> StepResult:
+        a = np.asarray(action, dtype=np.float64).reshape(ACTION_DIM)
+        a = np.where(np.isfinite(a), a, 0.0)
+        a = np.clip(a, -1.0, 1.0).astype(np.float32)
+        if self.truncated:
+            return StepResult(self.obs, 0.0, self.success, True, self.unstable)
+        t0 = time.perf_counter()
+        env = self.env
+        obs, reward, _term, trunc, info = env.step(a)
+        self.last_step_s = time.perf_counter() - t0
+        self.obs = np.asarray(obs, dtype=np.float64)
+        self.step_count += 1
+        self.ret += float(reward)
+        if info.get("success") and not self.success:
+            self.success = True
+            self.success_step = self.step_count
+        self.truncated = bool(trunc) or self.step_count >= self.max_steps
+        self.unstable = bool(getattr(env, "_did_see_sim_exception", False))
+        return StepResult(self.obs, float(reward), self.success, self.truncated, self.unstable)
+
+    def hold(self) -> None:
+        """Stop the arm where it is: the mocap target jumps to the hand (a controller's stop)."""
+        env = self.env
+        env.data.mocap_pos[0] = env.data.body("hand").xpos
+
+    # --- camera -----------------------------------------------------------------
+    def _get_renderer(self) -> mujoco.Renderer:
+        if self._renderer is not None and self._renderer_task == self.task:
+            return self._renderer
+        if self._renderer is not None:
+            self._renderer.close()
+        w, h = self.camera_size
+        m = self.env.model
+        # Cheap offscreen rendering: no MSAA, no shadow map, a framebuffer of the image size.
+        m.vis.quality.offsamples = 0
+        m.vis.quality.shadowsize = 0
+        m.vis.global_.offwidth = max(w, 1)
+        m.vis.global_.offheight = max(h, 1)
+        if self.render_quality == "fast" and self.task not in self._fast_tasks:
+            self._fast_tasks.add(self.task)
+            # The Sawyer's head display (5.5k triangles) is out of the task's way: not drawn.
+            for i in range(m.ngeom):
+                if m.body(m.geom_bodyid[i]).name == "head":
+                    m.geom_group[i] = 5  # a group the default scene option does not draw
+            decimate_visual_meshes(m, FAST_MESH_CELL)
+        self._renderer = mujoco.Renderer(m, height=h, width=w)
+        self._renderer_task = self.task
+        return self._renderer
+
+    def render(self) -> np.ndarray | None:
+        """RGB uint8 (H, W, 3) of the current state, or None without a camera."""
+        if not self.camera_size:
+            return None
+        t0 = time.perf_counter()
+        r = self._get_renderer()
+        r.update_scene(self.env.data, camera=self.camera_name)
+        fl = r.scene.flags
+        fl[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        fl[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        fl[mujoco.mjtRndFlag.mjRND_SKYBOX] = 0
+        if self.render_quality == "fast":
+            # one light instead of three (software rasterizer: lighting is per vertex), brightened
+            sc = r.scene
+            sc.nlight = 1
+            sc.lights[0].ambient[:] = 0.35
+            sc.lights[0].diffuse[:] = 0.85
+        img = r.render()
+        if self.camera_name in ROTATE_180:
+            img = np.ascontiguousarray(img[::-1, ::-1])
+        self.last_render_s = time.perf_counter() - t0
+        return img
+
+    # --- state ------------------------------------------------------------------
+    def info(self) -> dict:
+        s = self.sample
+        return {
+            "task": self.task,
+            "env": TASKS[self.task][0],
+            "level": self.level,
+            "seed": self.seed,
+            "episode": self.episode,
+            "step": self.step_count,
+            "max_steps": self.max_steps,
+            "success": self.success,
+            "success_step": self.success_step,
+            "return": self.ret,
+            "truncated": self.truncated,
+            "done": self.truncated or self.success,
+            "unstable": self.unstable,
+            "rand_vec": [float(x) for x in s.rand_vec] if s else None,
+            "bodies": {k: [float(x) for x in v[0]] for k, v in s.bodies.items()} if s else {},
+            "goal": [float(x) for x in self.obs[36:39]],
+        }
