@@ -228,12 +228,16 @@ func (l *Loop) Run(ctx context.Context) error {
 	l.log.Info("control loop started", "rate_hz", l.d.Config.Loop.RateHz, "T_o", l.d.Manifest.ObsHorizon,
 		"T_p", l.tp, "T_a", l.ta, "replan_margin", l.margin)
 	var runErr error
+	// A tick runs to its end even when ctx is cancelled during it (every arm
+	// request has its own timeout): cancellation takes effect between ticks,
+	// so shutdown never leaves a half-written command or a spurious fault.
+	tctx := context.WithoutCancel(ctx)
 	for {
 		tk, err := sched.Wait(ctx)
 		if err != nil {
 			break
 		}
-		l.tick(ctx, tk)
+		l.tick(tctx, tk)
 		if mt := l.d.Config.Loop.MaxTicks; mt > 0 && tk.N >= mt {
 			break
 		}

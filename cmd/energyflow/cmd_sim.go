@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/runtime"
 	"github.com/energyflow/edge/safety"
 )
@@ -67,11 +68,9 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c.Robot.State = []string{"observation"}
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
-	c.Policy.Bundle = f.bundle
-	if c.Policy.Bundle == "" {
-		c.Policy.Bundle = filepath.Join(root, "bundles", "metaworld-"+f.task)
-	}
+	c.Policy.Bundle = resolveBundle(root, f)
 	c.Policy.Steps = f.steps
+	c.Policy.Threads = 1 // sampler and scorer run side by side with the bridge on 2 cores
 	c.Policy.Seed = uint64(f.seed)
 	c.Loop.RateHz = f.rate
 	c.Loop.AutoStart = true
@@ -81,7 +80,10 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
 	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.rate)
 	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second
-	c.Safety.Watchdog.LoopMaxLate = time.Duration(float64(time.Second) / f.rate)
+	// The simulated world advances one step per command, so a late tick
+	// costs no physical motion here; three periods of slack keep a loaded
+	// development machine from tripping. On a robot keep the strict default.
+	c.Safety.Watchdog.LoopMaxLate = time.Duration(3 * float64(time.Second) / f.rate)
 	c.Telemetry.Enabled = listen != ""
 	c.Telemetry.Listen = listen
 	c.Telemetry.ICE.Mode = "loopback"
@@ -98,6 +100,14 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 		return nil, err
 	}
 	return &c, nil
+}
+
+// resolveBundle is --bundle, or the shipped bundle of the task.
+func resolveBundle(root string, f *simFlags) string {
+	if f.bundle != "" {
+		return f.bundle
+	}
+	return filepath.Join(root, "bundles", "metaworld-"+f.task)
 }
 
 // cmdSimDemo is `energyflow sim`: the simulated robot demo.
@@ -276,6 +286,11 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		results = append(results, r)
 		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d stop=%s\n", ep, seed, r.Success, r.Steps, r.StopKind)
+	}
+	if f.steps == 0 {
+		if b, err := engines.LoadBundle(resolveBundle(root, &f)); err == nil {
+			f.steps = b.Manifest.Sampler.Steps
+		}
 	}
 	s := summarize(f, results, trips)
 	fmt.Fprintln(env.stdout, s.String())

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeTestBundle writes the engines package's analytic test bundle.
+func writeTestBundle(t *testing.T) string {
+	t.Helper()
+	onnx, err := os.ReadFile(filepath.Join("..", "..", "engines", "testdata", "quad", "energy_grad.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "energy_grad.onnx"), onnx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(onnx)
+	refs := make([][][]float64, 16)
+	for m := range refs {
+		refs[m] = [][]float64{{0.1, 0, -0.1}, {0.2, 0.1, 0}, {-0.3, 0, 0.1}, {0, float64(m) / 16, 0}}
+	}
+	tensors := func(kv ...any) []map[string]any {
+		var out []map[string]any
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, map[string]any{"name": kv[i], "shape": kv[i+1]})
+		}
+		return out
+	}
+	man := map[string]any{
+		"format_version": 1, "policy": "energyflow", "name": "quad", "created": "2026-11-22T10:00:00Z", "source_commit": "test",
+		"action_dim": 3, "pred_horizon": 4, "obs_horizon": 2, "action_horizon": 2,
+		"action_norm":       map[string]any{"mean": []float64{0, 0, 0}, "std": []float64{1, 1, 1}},
+		"obs":               []any{map[string]any{"name": "state", "kind": "state", "shape": []int{2}}},
+		"conditioning":      map[string]any{"layout": "history_flat", "items": []any{map[string]any{"obs": "state", "width": 2}}},
+		"cond_dim":          4,
+		"schedule":          map[string]any{"kind": "geometric", "sigma_min": 0.01, "sigma_max": 1.0, "T": 1.0, "gamma": 1e-3},
+		"sampler":           map[string]any{"steps": 5},
+		"reference_actions": refs,
+		"graphs": map[string]any{"energy_grad": map[string]any{"file": "energy_grad.onnx",
+			"inputs":  tensors("a_t", []int{-1, 4, 3}, "cond", []int{-1, 4}, "t", []int{-1}),
+			"outputs": tensors("grad_a", []int{-1, 4, 3}, "energy", []int{-1})}},
+		"calibration": map[string]any{"recommended": map[string]any{"score": "energy", "threshold": 3.5, "rule": "test"}},
+		"files":       map[string]any{"energy_grad.onnx": hex.EncodeToString(sum[:])},
+	}
+	b, _ := json.Marshal(man)
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBundleVerify(t *testing.T) {
+	dir := writeTestBundle(t)
+	var out, errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("verify exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, w := range []string{"ok    manifest", "ok    files: 1 sha256 verified", "ok    graph energy_grad.onnx", "ok    test sample", "energy > 3.5", "verify: OK"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+
+	// A corrupted graph fails the check (exit 3) and names the file.
+	p := filepath.Join(dir, "energy_grad.onnx")
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, b[:len(b)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := realMain([]string{"bundle", "verify", dir}, &out, &errb); code != exitCheckFailed {
+		t.Fatalf("verify of a truncated graph: exit %d, want %d", code, exitCheckFailed)
+	}
+	if !strings.Contains(errb.String(), "energy_grad.onnx") || !strings.Contains(errb.String(), "sha256") {
+		t.Errorf("error does not name the file and the hash: %s", errb.String())
+	}
+
+	if code := realMain([]string{"bundle"}, &out, &errb); code != exitUsage {
+		t.Errorf("bare 'bundle': exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestBench(t *testing.T) {
+	dir := writeTestBundle(t)
+	var out, errb bytes.Buffer
+	code := realMain([]string{"bench", "--bundle", dir, "--steps", "3", "--n", "20", "--threads", "1"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("bench exit %d: %s", code, errb.String())
+	}
+	for _, w := range []string{"K=3 batch=1 n=20", "p50", "p90", "p99", "allocs    0.00 per sample"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("bench output lacks %q:\n%s", w, out.String())
+		}
+	}
+	out.Reset()
+	if code := realMain([]string{"bench", "--bundle", dir, "--batch", "3", "--n", "5", "--json"}, &out, &errb); code != exitOK {
+		t.Fatalf("bench --batch 3 --json exit %d: %s", code, errb.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Batch != 3 || rep.N != 5 {
+		t.Fatalf("json report %q: %v", out.String(), err)
+	}
+	errb.Reset()
+	if code := realMain([]string{"bench", "--bundle", dir, "--backend", "trt"}, &out, &errb); code != exitFailure || !strings.Contains(errb.String(), "TensorRT backend not available in this build") {
+		t.Errorf("bench --backend trt without TensorRT: exit %d, %s", code, errb.String())
+	}
+	if code := realMain([]string{"bench"}, &out, &errb); code != exitUsage {
+		t.Errorf("bench without --bundle: exit %d, want %d", code, exitUsage)
+	}
+}
