@@ -1,0 +1,115 @@
+package engines_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/energyflow/edge/engines"
+)
+
+// benchBundle returns the paper-size bundle the benchmarks run on:
+// $ENERGYFLOW_BENCH_BUNDLE, or build/bundles/papersize made by
+// `make bench-engines-bundle`. Benchmarks skip when it is absent.
+func benchBundle(b *testing.B) *engines.Bundle {
+	dir := os.Getenv("ENERGYFLOW_BENCH_BUNDLE")
+	if dir == "" {
+		dir = filepath.Join("..", "build", "bundles", "papersize")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
+		b.Skipf("no paper-size bundle at %s: run `make bench-engines-bundle` (or set ENERGYFLOW_BENCH_BUNDLE)", dir)
+	}
+	bun, err := engines.LoadBundle(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bun
+}
+
+func benchCond(n int) []float32 {
+	r := rand.New(rand.NewPCG(1, 2))
+	c := make([]float32, n)
+	for i := range c {
+		c[i] = float32(r.NormFloat64())
+	}
+	return c
+}
+
+// BenchmarkGradCall times one ∇E evaluation (batch 1) on ONNX Runtime.
+func BenchmarkGradCall(b *testing.B) {
+	bun := benchBundle(b)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			be, err := engines.NewORT(engines.ORTOptions{IntraOpThreads: threads})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			spec, _ := bun.GraphSpec(engines.GraphEnergyGrad, 1)
+			s, err := be.Open(spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			in, _, err := s.Bind(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			copy(in[0], benchCond(len(in[0])))
+			copy(in[1], benchCond(len(in[1])))
+			in[2][0] = 0.5
+			if err := s.Run(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSample times one whole sample (K steps, final energy and the M
+// reference energies) at batch 1, for K=10 and K=20. It reports the share of
+// the wall time spent outside the backend (Go: noise, Euler updates,
+// copies).
+func BenchmarkSample(b *testing.B) {
+	bun := benchBundle(b)
+	for _, threads := range []int{1, 2} {
+		be, err := engines.NewORT(engines.ORTOptions{IntraOpThreads: threads})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range []int{10, 20} {
+			b.Run(fmt.Sprintf("K=%d/threads=%d", k, threads), func(b *testing.B) {
+				s, err := engines.NewSampler(bun, be, engines.SamplerOptions{Steps: k, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				cond := benchCond(bun.Manifest.CondDim)
+				var r engines.Result
+				if err := s.Sample(cond, &r); err != nil {
+					b.Fatal(err)
+				}
+				s.ResetStats()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := s.Sample(cond, &r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				st := s.Stats()
+				b.ReportMetric(100*float64(st.TotalTime-st.BackendTime)/float64(st.TotalTime), "%outside-backend")
+			})
+		}
+		be.Close()
+	}
+}

@@ -1,0 +1,128 @@
+package engines_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/energyflow/edge/engines"
+)
+
+func TestLoadBundleValid(t *testing.T) {
+	b := loadQuad(t)
+	m := b.Manifest
+	if m.ActionDim != quadDa || m.PredHorizon != quadTp || m.CondDim != quadCond || len(m.ReferenceActions) != quadM {
+		t.Fatalf("parsed shapes wrong: %+v", m)
+	}
+	if m.Schedule.SigmaMax != 10 || m.Sampler.Steps != 20 || m.Calibration != nil {
+		t.Fatalf("parsed schedule/sampler wrong: %+v %+v", m.Schedule, m.Sampler)
+	}
+	spec, err := b.GraphSpec(engines.GraphEnergyGrad, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Inputs[0].Name != "a_t" || spec.Inputs[2].Name != "t" || spec.Outputs[1].Name != "energy" || spec.MaxBatch != 4 {
+		t.Fatalf("GraphSpec = %+v", spec)
+	}
+}
+
+func TestLoadBundleRefuses(t *testing.T) {
+	set := func(path string, v any) func(m map[string]any) {
+		return func(m map[string]any) {
+			keys := strings.Split(path, ".")
+			cur := m
+			for _, k := range keys[:len(keys)-1] {
+				cur = cur[k].(map[string]any)
+			}
+			if v == nil {
+				delete(cur, keys[len(keys)-1])
+			} else {
+				cur[keys[len(keys)-1]] = v
+			}
+		}
+	}
+	tests := []struct {
+		name   string
+		files  func(map[string][]byte)
+		mutate func(map[string]any)
+		want   []string // substrings of the error
+	}{
+		{"future format", nil, set("format_version", 2), []string{"manifest.json", `"format_version"`, "expected 1"}},
+		{"missing field", nil, set("schedule", nil), []string{`"schedule"`, "missing"}},
+		{"wrong type", nil, set("action_dim", "three"), []string{"action_dim", "expected int"}},
+		{"policy", nil, set("policy", "diffusion"), []string{`"policy"`, "expected \"energyflow\""}},
+		{"std zero", nil, set("action_norm.std", []float64{1, 0, 1}), []string{`"action_norm.std[1]"`, "> 0"}},
+		{"norm length", nil, set("action_norm.mean", []float64{1, 2}), []string{`"action_norm.mean"`, "expected 3"}},
+		{"cond_dim", nil, set("cond_dim", 5), []string{`"cond_dim"`, "expected 4"}},
+		{"cond item", nil, set("conditioning.items", []any{map[string]any{"obs": "camera", "width": 2}}), []string{`"conditioning.items[0].obs"`, "camera"}},
+		{"cond width", nil, set("conditioning.items", []any{map[string]any{"obs": "state", "width": 3}}), []string{`"conditioning.items[0].width"`, "expected 2"}},
+		{"layout", nil, set("conditioning.layout", "stacked"), []string{`"conditioning.layout"`, "history_flat"}},
+		{"schedule", nil, set("schedule.sigma_max", 0.001), []string{`"schedule.sigma_max"`, "sigma_min"}},
+		{"gamma", nil, set("schedule.gamma", 1.5), []string{`"schedule.gamma"`}},
+		{"steps", nil, set("sampler.steps", 0), []string{`"sampler.steps"`}},
+		{"refs shape", nil, func(m map[string]any) {
+			m["reference_actions"].([]any)[3] = []any{[]float64{1, 2, 3}}
+		}, []string{`"reference_actions[3]"`, "expected pred_horizon = 4"}},
+		{"graph shape", nil, func(m map[string]any) {
+			g := m["graphs"].(map[string]any)["energy_grad"].(map[string]any)
+			g["inputs"].([]any)[1] = map[string]any{"name": "cond", "shape": []int{-1, 7}}
+		}, []string{`"graphs.energy_grad.inputs[1].shape"`, "[-1 4]"}},
+		{"graph input missing", nil, func(m map[string]any) {
+			g := m["graphs"].(map[string]any)["energy_grad"].(map[string]any)
+			g["inputs"] = g["inputs"].([]any)[:2]
+		}, []string{`"graphs.energy_grad.inputs"`, `"t"`}},
+		{"no energy graph", nil, set("graphs", map[string]any{}), []string{`"graphs"`, "energy_grad"}},
+		{"graph file unlisted", nil, set("files", map[string]any{}), []string{`"graphs.energy_grad.file"`, "not listed"}},
+		{"bad hash format", nil, func(m map[string]any) { m["files"].(map[string]any)["energy_grad.onnx"] = "XYZ" }, []string{`"files.energy_grad.onnx"`, "sha256"}},
+		{"unclean path", nil, func(m map[string]any) { m["files"].(map[string]any)["../x"] = strings.Repeat("0", 64) }, []string{"clean relative path"}},
+		{"calibration score", nil, set("calibration", map[string]any{"recommended": map[string]any{"score": "vibes", "threshold": 1}}), []string{`"calibration.recommended.score"`}},
+		{"hash mismatch", func(f map[string][]byte) {
+			b := append([]byte(nil), f["energy_grad.onnx"]...)
+			b[len(b)/2] ^= 0xff
+			f["energy_grad.onnx"] = b
+		}, nil, []string{"energy_grad.onnx", "sha256 is", "files.energy_grad.onnx"}},
+		{"missing file", func(f map[string][]byte) { delete(f, "energy_grad.onnx") }, nil, []string{"energy_grad.onnx", "missing"}},
+		{"truncated onnx with matching hash", func(f map[string][]byte) {
+			f["energy_grad.onnx"] = f["energy_grad.onnx"][:len(f["energy_grad.onnx"])-10]
+		}, func(m map[string]any) {
+			// the writer hashed the truncated file: only the structure check can catch it
+			m["files"] = map[string]any{"energy_grad.onnx": sha256hex(truncatedQuad(10))}
+		}, []string{"energy_grad.onnx", "not a valid ONNX model", "truncated"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeQuadBundle(t, tc.files, tc.mutate)
+			_, err := engines.LoadBundle(dir)
+			if err == nil {
+				t.Fatal("LoadBundle accepted a broken bundle")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not mention %q", err, w)
+				}
+			}
+			var fe *engines.FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("error %v is not a *FieldError", err)
+			}
+		})
+	}
+}
+
+func TestLoadBundleCollectsEveryProblem(t *testing.T) {
+	dir := writeQuadBundle(t, nil, func(m map[string]any) {
+		m["cond_dim"] = 9
+		m["sampler"] = map[string]any{"steps": -1}
+	})
+	_, err := engines.LoadBundle(dir)
+	if err == nil || !strings.Contains(err.Error(), "cond_dim") || !strings.Contains(err.Error(), "sampler.steps") {
+		t.Fatalf("want both problems, got %v", err)
+	}
+}
+
+func TestLoadBundleNotABundle(t *testing.T) {
+	_, err := engines.LoadBundle(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no manifest.json") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,613 @@
+package engines
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path"
+	"strings"
+)
+
+// FormatVersion is the only bundle format this runtime reads (docs/bundle.md).
+const FormatVersion = 1
+
+// Graph names and tensor names fixed by the bundle contract.
+const (
+	GraphEnergyGrad = "energy_grad"
+	GraphVision     = "vision"
+
+	InputActions  = "a_t"
+	InputCond     = "cond"
+	InputTime     = "t"
+	OutputGrad    = "grad_a"
+	OutputEnergy  = "energy"
+	InputImage    = "image"
+	OutputFeature = "features"
+)
+
+// Observation kinds.
+const (
+	ObsState = "state"
+	ObsImage = "image"
+)
+
+// LayoutHistoryFlat is the conditioning layout of format 1: for each history
+// step, oldest first, the items in order, concatenated.
+const LayoutHistoryFlat = "history_flat"
+
+// Score names of the calibration and of Sampler results.
+const (
+	ScoreEnergy         = "energy"
+	ScoreCenteredEnergy = "centered_energy"
+)
+
+// Manifest is a parsed manifest.json (docs/bundle.md). LoadBundle validates
+// every field; a Manifest obtained otherwise should be checked with Validate.
+type Manifest struct {
+	FormatVersion    int                   `json:"format_version"`
+	Policy           string                `json:"policy"`
+	Name             string                `json:"name"`
+	Created          string                `json:"created"`
+	SourceCommit     string                `json:"source_commit"`
+	ActionDim        int                   `json:"action_dim"`
+	PredHorizon      int                   `json:"pred_horizon"`
+	ObsHorizon       int                   `json:"obs_horizon"`
+	ActionHorizon    int                   `json:"action_horizon"`
+	ActionNorm       Norm                  `json:"action_norm"`
+	Obs              []ObsSpec             `json:"obs"`
+	Conditioning     Conditioning          `json:"conditioning"`
+	CondDim          int                   `json:"cond_dim"`
+	Schedule         Schedule              `json:"schedule"`
+	Sampler          SamplerSpec           `json:"sampler"`
+	ReferenceActions [][][]float32         `json:"reference_actions"`
+	Graphs           map[string]GraphEntry `json:"graphs"`
+	Calibration      *Calibration          `json:"calibration"`
+	Plans            []PlanInfo            `json:"plans,omitempty"`
+	Files            map[string]string     `json:"files"`
+	Model            json.RawMessage       `json:"model,omitempty"`
+}
+
+// Norm holds per-dimension standardization statistics: x_std = (x-mean)/std.
+type Norm struct {
+	Mean []float32 `json:"mean"`
+	Std  []float32 `json:"std"`
+}
+
+// ObsSpec is one observation input of the policy.
+type ObsSpec struct {
+	Name       string      `json:"name"`
+	Kind       string      `json:"kind"` // ObsState or ObsImage
+	Shape      []int       `json:"shape"`
+	Norm       *Norm       `json:"norm,omitempty"`       // state: standardization (optional)
+	Graph      string      `json:"graph,omitempty"`      // image: the graph that encodes it
+	Features   int         `json:"features,omitempty"`   // image: width of the encoder output
+	Preprocess *Preprocess `json:"preprocess,omitempty"` // image: how pixels become the graph input
+}
+
+// Preprocess says how camera pixels become the vision graph's input.
+type Preprocess struct {
+	Resize       []int     `json:"resize"`
+	Crop         []int     `json:"crop"`
+	ChannelOrder string    `json:"channel_order"`
+	Mean         []float32 `json:"mean"`
+	Std          []float32 `json:"std"`
+}
+
+// Conditioning says how the cond vector is built from the observation
+// history.
+type Conditioning struct {
+	Layout string     `json:"layout"`
+	Items  []CondItem `json:"items"`
+}
+
+// CondItem is one observation's contribution to a history step of cond.
+type CondItem struct {
+	Obs   string `json:"obs"`
+	Width int    `json:"width"`
+}
+
+// Schedule is the noise schedule of Algorithm 2.
+type Schedule struct {
+	Kind     string  `json:"kind"` // "geometric"
+	SigmaMin float64 `json:"sigma_min"`
+	SigmaMax float64 `json:"sigma_max"`
+	T        float64 `json:"T"`
+	Gamma    float64 `json:"gamma"`
+}
+
+// SamplerSpec holds the sampler defaults.
+type SamplerSpec struct {
+	Steps int `json:"steps"`
+}
+
+// GraphEntry describes one ONNX graph of the bundle.
+type GraphEntry struct {
+	File    string       `json:"file"`
+	Inputs  []TensorSpec `json:"inputs"`
+	Outputs []TensorSpec `json:"outputs"`
+}
+
+// TensorSpec is a tensor as the manifest writes it; -1 marks the batch.
+type TensorSpec struct {
+	Name  string  `json:"name"`
+	Shape []int64 `json:"shape"`
+}
+
+// Calibration holds energy-score statistics on held-out demonstrations.
+type Calibration struct {
+	NWindows    int                   `json:"n_windows"`
+	Seed        int64                 `json:"seed"`
+	Steps       int                   `json:"steps"`
+	Scores      map[string]ScoreStats `json:"scores"`
+	Recommended Recommendation        `json:"recommended"`
+}
+
+// ScoreStats summarizes one score over the calibration windows. Quantiles
+// are keyed by percent as written ("50", "99.9").
+type ScoreStats struct {
+	Mean      float64            `json:"mean"`
+	Std       float64            `json:"std"`
+	Quantiles map[string]float64 `json:"quantiles"`
+}
+
+// Recommendation is the calibrated stop rule: stop when Score > Threshold.
+type Recommendation struct {
+	Score     string  `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
+	Threshold float64 `json:"threshold"`
+	Rule      string  `json:"rule"`
+}
+
+// FieldError is one problem with a bundle: the file, the field inside it
+// (a JSON path such as "action_norm.std[3]", empty for the file as a whole)
+// and what was wrong and expected.
+type FieldError struct {
+	File    string
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("engines: %s: %s", e.File, e.Problem)
+	}
+	return fmt.Sprintf("engines: %s: field %q: %s", e.File, e.Field, e.Problem)
+}
+
+// requiredFields are the manifest keys that must be present (calibration
+// may be null but must be written).
+var requiredFields = [...]string{
+	"format_version", "policy", "name", "created", "source_commit",
+	"action_dim", "pred_horizon", "obs_horizon", "action_horizon",
+	"action_norm", "obs", "conditioning", "cond_dim", "schedule", "sampler",
+	"reference_actions", "graphs", "calibration", "files",
+}
+
+// problems collects FieldErrors for one file.
+type problems struct {
+	file string
+	errs []error
+}
+
+func (p *problems) add(field, format string, args ...any) {
+	p.errs = append(p.errs, &FieldError{File: p.file, Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// ParseManifest decodes manifest JSON and validates it (Validate). file is
+// used in error messages.
+func ParseManifest(file string, data []byte) (*Manifest, error) {
+	p := &problems{file: file}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		p.add("", "not valid JSON: %v — was the file truncated? re-export the bundle", err)
+		return nil, p.errs[0]
+	}
+	for _, k := range requiredFields {
+		if _, ok := raw[k]; !ok {
+			p.add(k, "missing (required by bundle format %d, docs/bundle.md)", FormatVersion)
+		}
+	}
+	// Check the version first: a future format may not decode at all.
+	if v, ok := raw["format_version"]; ok {
+		var fv int
+		if err := json.Unmarshal(v, &fv); err != nil || fv != FormatVersion {
+			p.add("format_version", "got %s, expected %d — this runtime reads bundle format %d only; export the bundle with a matching toolkit or update energyflow", strings.TrimSpace(string(v)), FormatVersion, FormatVersion)
+			return nil, joinProblems(p.errs)
+		}
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		field := ""
+		if te, ok := err.(*json.UnmarshalTypeError); ok {
+			field = te.Field
+			p.add(field, "got JSON %s, expected %s", te.Value, te.Type)
+		} else {
+			p.add(field, "cannot decode: %v", err)
+		}
+		return nil, joinProblems(p.errs)
+	}
+	if len(p.errs) > 0 {
+		return nil, joinProblems(p.errs)
+	}
+	if err := m.validate(file); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's fields against each other (shapes, norms,
+// conditioning, schedule, graphs, files listing). It does not touch files.
+func (m *Manifest) Validate() error { return m.validate("manifest.json") }
+
+func (m *Manifest) validate(file string) error {
+	p := &problems{file: file}
+	if m.FormatVersion != FormatVersion {
+		p.add("format_version", "got %d, expected %d", m.FormatVersion, FormatVersion)
+	}
+	switch m.Policy {
+	case "energyflow":
+	case "diffusion":
+		p.add("policy", "got %q, which this runtime does not run yet; expected \"energyflow\"", m.Policy)
+	default:
+		p.add("policy", "got %q, expected \"energyflow\"", m.Policy)
+	}
+	if m.Name == "" {
+		p.add("name", "empty, expected the bundle's name")
+	}
+	positive := func(field string, v int) {
+		if v <= 0 {
+			p.add(field, "got %d, expected a positive integer", v)
+		}
+	}
+	positive("action_dim", m.ActionDim)
+	positive("pred_horizon", m.PredHorizon)
+	positive("obs_horizon", m.ObsHorizon)
+	positive("action_horizon", m.ActionHorizon)
+	if m.ActionHorizon > m.PredHorizon && m.PredHorizon > 0 {
+		p.add("action_horizon", "got %d, expected at most pred_horizon (%d)", m.ActionHorizon, m.PredHorizon)
+	}
+	checkNorm(p, "action_norm", m.ActionNorm, m.ActionDim)
+
+	obsIndex := m.validateObs(p)
+	m.validateConditioning(p, obsIndex)
+	m.validateSchedule(p)
+	if m.Sampler.Steps < 1 {
+		p.add("sampler.steps", "got %d, expected K ≥ 1", m.Sampler.Steps)
+	}
+	m.validateReferences(p)
+	m.validateGraphs(p)
+	m.validateCalibration(p)
+	m.validateFiles(p)
+	return joinProblems(p.errs)
+}
+
+func (m *Manifest) validateObs(p *problems) map[string]int {
+	idx := make(map[string]int, len(m.Obs))
+	if len(m.Obs) == 0 {
+		p.add("obs", "empty, expected at least one observation input")
+	}
+	for i, o := range m.Obs {
+		f := fmt.Sprintf("obs[%d]", i)
+		if o.Name == "" {
+			p.add(f+".name", "empty, expected a name")
+		} else if _, dup := idx[o.Name]; dup {
+			p.add(f+".name", "%q is used twice, expected unique names", o.Name)
+		} else {
+			idx[o.Name] = i
+		}
+		switch o.Kind {
+		case ObsState:
+			if len(o.Shape) != 1 || o.Shape[0] <= 0 {
+				p.add(f+".shape", "got %v, expected [D] with D > 0 for a state input", o.Shape)
+				continue
+			}
+			if o.Norm != nil {
+				checkNorm(p, f+".norm", *o.Norm, o.Shape[0])
+			}
+		case ObsImage:
+			if len(o.Shape) != 3 || o.Shape[0] != 3 || o.Shape[1] <= 0 || o.Shape[2] <= 0 {
+				p.add(f+".shape", "got %v, expected [3, H, W] for an image input", o.Shape)
+			}
+			if o.Features <= 0 {
+				p.add(f+".features", "got %d, expected the vision graph's feature width (> 0)", o.Features)
+			}
+			if _, ok := m.Graphs[o.Graph]; !ok {
+				p.add(f+".graph", "%q is not in \"graphs\", expected the name of the vision graph", o.Graph)
+			}
+			if o.Preprocess == nil {
+				p.add(f+".preprocess", "missing, expected resize/crop/channel_order/mean/std for an image input")
+			} else {
+				pp := o.Preprocess
+				if len(pp.Crop) != 2 || len(o.Shape) == 3 && (pp.Crop[0] != o.Shape[1] || pp.Crop[1] != o.Shape[2]) {
+					p.add(f+".preprocess.crop", "got %v, expected [H, W] matching shape %v", pp.Crop, o.Shape)
+				}
+				if len(pp.Resize) != 2 {
+					p.add(f+".preprocess.resize", "got %v, expected [H, W]", pp.Resize)
+				}
+				if len(pp.Mean) != 3 || len(pp.Std) != 3 {
+					p.add(f+".preprocess", "mean/std have %d/%d values, expected 3 each", len(pp.Mean), len(pp.Std))
+				}
+				for j, s := range pp.Std {
+					if !(s > 0) || isInf32(s) {
+						p.add(fmt.Sprintf("%s.preprocess.std[%d]", f, j), "got %v, expected a finite value > 0", s)
+					}
+				}
+			}
+		default:
+			p.add(f+".kind", "got %q, expected \"state\" or \"image\"", o.Kind)
+		}
+	}
+	return idx
+}
+
+// Width returns the number of floats an observation contributes to one
+// history step of cond: D for a state, the feature width for an image.
+func (o *ObsSpec) Width() int {
+	if o.Kind == ObsImage {
+		return o.Features
+	}
+	if len(o.Shape) == 1 {
+		return o.Shape[0]
+	}
+	return 0
+}
+
+func (m *Manifest) validateConditioning(p *problems, obsIndex map[string]int) {
+	c := m.Conditioning
+	if c.Layout != LayoutHistoryFlat {
+		p.add("conditioning.layout", "got %q, expected %q", c.Layout, LayoutHistoryFlat)
+	}
+	if len(c.Items) == 0 {
+		p.add("conditioning.items", "empty, expected at least one observation")
+	}
+	seen := make(map[string]bool, len(c.Items))
+	sum := 0
+	for i, it := range c.Items {
+		f := fmt.Sprintf("conditioning.items[%d]", i)
+		oi, ok := obsIndex[it.Obs]
+		if !ok {
+			p.add(f+".obs", "%q is not an entry of \"obs\"", it.Obs)
+			continue
+		}
+		if seen[it.Obs] {
+			p.add(f+".obs", "%q is listed twice", it.Obs)
+		}
+		seen[it.Obs] = true
+		if w := m.Obs[oi].Width(); it.Width != w {
+			p.add(f+".width", "got %d, expected %d (the width of obs %q)", it.Width, w, it.Obs)
+		}
+		sum += it.Width
+	}
+	if want := m.ObsHorizon * sum; m.CondDim != want && len(c.Items) > 0 {
+		p.add("cond_dim", "got %d, expected %d (obs_horizon %d × Σ conditioning widths %d)", m.CondDim, want, m.ObsHorizon, sum)
+	}
+}
+
+func (m *Manifest) validateSchedule(p *problems) {
+	s := m.Schedule
+	if s.Kind != "geometric" {
+		p.add("schedule.kind", "got %q, expected \"geometric\"", s.Kind)
+	}
+	finite := func(field string, v float64) bool {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			p.add(field, "got %v, expected a finite number", v)
+			return false
+		}
+		return true
+	}
+	ok := finite("schedule.sigma_min", s.SigmaMin) && finite("schedule.sigma_max", s.SigmaMax) &&
+		finite("schedule.T", s.T) && finite("schedule.gamma", s.Gamma)
+	if !ok {
+		return
+	}
+	if !(s.SigmaMin > 0) {
+		p.add("schedule.sigma_min", "got %v, expected > 0", s.SigmaMin)
+	}
+	if !(s.SigmaMax > s.SigmaMin) {
+		p.add("schedule.sigma_max", "got %v, expected > sigma_min (%v)", s.SigmaMax, s.SigmaMin)
+	}
+	if !(s.T > 0) {
+		p.add("schedule.T", "got %v, expected > 0", s.T)
+	}
+	if !(s.Gamma >= 0 && s.Gamma < s.T) {
+		p.add("schedule.gamma", "got %v, expected 0 ≤ gamma < T (%v)", s.Gamma, s.T)
+	}
+}
+
+func (m *Manifest) validateReferences(p *problems) {
+	if len(m.ReferenceActions) == 0 {
+		p.add("reference_actions", "empty, expected [M][pred_horizon][action_dim] (M=16)")
+	}
+	for i, r := range m.ReferenceActions {
+		if len(r) != m.PredHorizon {
+			p.add(fmt.Sprintf("reference_actions[%d]", i), "has %d rows, expected pred_horizon = %d", len(r), m.PredHorizon)
+			continue
+		}
+		for j, row := range r {
+			if len(row) != m.ActionDim {
+				p.add(fmt.Sprintf("reference_actions[%d][%d]", i, j), "has %d values, expected action_dim = %d", len(row), m.ActionDim)
+				continue
+			}
+			for k, v := range row {
+				if isNaN32(v) || isInf32(v) {
+					p.add(fmt.Sprintf("reference_actions[%d][%d][%d]", i, j, k), "got %v, expected a finite number", v)
+				}
+			}
+		}
+	}
+}
+
+// ExpectedIO returns the tensors the contract fixes for a graph of this
+// manifest, inputs in binding order. ok is false for an unknown graph name.
+func (m *Manifest) ExpectedIO(graph string) (in, out []TensorInfo, ok bool) {
+	switch graph {
+	case GraphEnergyGrad:
+		tp, da := int64(m.PredHorizon), int64(m.ActionDim)
+		return []TensorInfo{
+				{Name: InputActions, Shape: []int64{-1, tp, da}},
+				{Name: InputCond, Shape: []int64{-1, int64(m.CondDim)}},
+				{Name: InputTime, Shape: []int64{-1}},
+			}, []TensorInfo{
+				{Name: OutputGrad, Shape: []int64{-1, tp, da}},
+				{Name: OutputEnergy, Shape: []int64{-1}},
+			}, true
+	case GraphVision:
+		for _, o := range m.Obs {
+			if o.Kind == ObsImage && o.Graph == graph && len(o.Shape) == 3 {
+				return []TensorInfo{{Name: InputImage, Shape: []int64{-1, int64(o.Shape[0]), int64(o.Shape[1]), int64(o.Shape[2])}}},
+					[]TensorInfo{{Name: OutputFeature, Shape: []int64{-1, int64(o.Features)}}}, true
+			}
+		}
+	}
+	return nil, nil, false
+}
+
+func (m *Manifest) validateGraphs(p *problems) {
+	if _, ok := m.Graphs[GraphEnergyGrad]; !ok {
+		p.add("graphs", "has no %q entry, expected the energy-gradient graph", GraphEnergyGrad)
+	}
+	usesVision := false
+	for _, o := range m.Obs {
+		usesVision = usesVision || o.Kind == ObsImage
+	}
+	for _, name := range sortedKeys(m.Graphs) {
+		g := m.Graphs[name]
+		f := "graphs." + name
+		if g.File == "" {
+			p.add(f+".file", "empty, expected the ONNX file name")
+		} else if _, ok := m.Files[g.File]; !ok {
+			p.add(f+".file", "%q is not listed in \"files\", expected every graph file to have a sha256", g.File)
+		}
+		in, out, ok := m.ExpectedIO(name)
+		if !ok {
+			if name == GraphVision && !usesVision {
+				continue // a vision graph nobody uses is harmless
+			}
+			p.add(f, "unknown graph, expected %q or %q", GraphEnergyGrad, GraphVision)
+			continue
+		}
+		checkTensors(p, f+".inputs", g.Inputs, in)
+		checkTensors(p, f+".outputs", g.Outputs, out)
+	}
+}
+
+// checkTensors compares the manifest's tensor list with the contract, by
+// name (the order in the manifest does not matter).
+func checkTensors(p *problems, field string, got []TensorSpec, want []TensorInfo) {
+	if len(got) != len(want) {
+		p.add(field, "has %d tensors, expected %d (%s)", len(got), len(want), tensorList(want))
+	}
+	for _, w := range want {
+		found := false
+		for i, g := range got {
+			if g.Name != w.Name {
+				continue
+			}
+			found = true
+			if !shapeEqual(g.Shape, w.Shape) {
+				p.add(fmt.Sprintf("%s[%d].shape", field, i), "tensor %q has shape %v, expected %v", g.Name, g.Shape, w.Shape)
+			}
+		}
+		if !found {
+			p.add(field, "has no tensor %q, expected %s", w.Name, tensorList(want))
+		}
+	}
+}
+
+func tensorList(ts []TensorInfo) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", t.Name, t.Shape)
+	}
+	return b.String()
+}
+
+func (m *Manifest) validateCalibration(p *problems) {
+	c := m.Calibration
+	if c == nil {
+		return
+	}
+	r := c.Recommended
+	if r.Score != ScoreEnergy && r.Score != ScoreCenteredEnergy {
+		p.add("calibration.recommended.score", "got %q, expected %q or %q", r.Score, ScoreEnergy, ScoreCenteredEnergy)
+	}
+	if math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) {
+		p.add("calibration.recommended.threshold", "got %v, expected a finite number", r.Threshold)
+	}
+}
+
+func (m *Manifest) validateFiles(p *problems) {
+	if len(m.Files) == 0 {
+		p.add("files", "empty, expected a sha256 for every file of the bundle")
+	}
+	for _, name := range sortedKeys(m.Files) {
+		sum := m.Files[name]
+		f := "files." + name
+		if err := checkRelPath(name); err != "" {
+			p.add(f, "%s", err)
+		}
+		if name == "manifest.json" {
+			p.add(f, "manifest.json cannot list itself")
+		}
+		if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+			p.add(f, "got %q, expected 64 lowercase hex digits (sha256)", sum)
+		}
+	}
+	for i, pl := range m.Plans {
+		f := fmt.Sprintf("plans[%d]", i)
+		if _, ok := m.Files[pl.File]; !ok {
+			p.add(f+".file", "%q is not listed in \"files\"", pl.File)
+		}
+		if pl.Graph != "" {
+			if _, ok := m.Graphs[pl.Graph]; !ok {
+				p.add(f+".graph", "%q is not in \"graphs\"", pl.Graph)
+			}
+		}
+	}
+}
+
+// checkRelPath returns a problem description for a file name that is not a
+// clean relative, slash-separated path inside the bundle, or "".
+func checkRelPath(name string) string {
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") ||
+		path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
+		return fmt.Sprintf("file name %q is not a clean relative path inside the bundle", name)
+	}
+	return ""
+}
+
+func checkNorm(p *problems, field string, n Norm, dim int) {
+	if len(n.Mean) != dim {
+		p.add(field+".mean", "has %d values, expected %d", len(n.Mean), dim)
+	}
+	if len(n.Std) != dim {
+		p.add(field+".std", "has %d values, expected %d", len(n.Std), dim)
+	}
+	for i, v := range n.Mean {
+		if isNaN32(v) || isInf32(v) {
+			p.add(fmt.Sprintf("%s.mean[%d]", field, i), "got %v, expected a finite number", v)
+		}
+	}
+	for i, v := range n.Std {
+		if !(v > 0) || isInf32(v) {
+			p.add(fmt.Sprintf("%s.std[%d]", field, i), "got %v, expected a finite number > 0", v)
+		}
+	}
+}
+
+func shapeEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isNaN32(v float32) bool { return v != v }
+func isInf32(v float32) bool { return math.IsInf(float64(v), 0) }

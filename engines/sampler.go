@@ -1,0 +1,546 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// NoiseSource fills z with independent standard-normal values. The
+// sampler's initial actions are a_0 = sigma_max · z.
+type NoiseSource interface {
+	Normal(z []float32)
+}
+
+// NewNormalNoise returns the default NoiseSource: a PCG generator seeded
+// with seed. Not safe for concurrent use.
+func NewNormalNoise(seed uint64) NoiseSource {
+	return &pcgNormal{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+type pcgNormal struct{ r *rand.Rand }
+
+func (p *pcgNormal) Normal(z []float32) {
+	for i := range z {
+		z[i] = float32(p.r.NormFloat64())
+	}
+}
+
+// SamplerOptions configures NewSampler. The zero value samples one row
+// with the manifest's K and seed 0.
+type SamplerOptions struct {
+	// Steps is K, the number of Euler steps; 0 means the manifest's
+	// sampler.steps. SetSteps changes it later.
+	Steps int
+	// Batch is the number of rows sampled per call (1 for the robot);
+	// 0 means 1.
+	Batch int
+	// Seed seeds the default noise source.
+	Seed uint64
+	// Noise replaces the seeded generator (tests inject fixed noise).
+	Noise NoiseSource
+	// NoReferences skips the M reference energies: the final call scores
+	// only the sampled chunk (about M fewer network rows per sample), and
+	// RefEnergyMean, CenteredEnergy and CenteredReward are NaN. For
+	// runtimes whose stop rule uses the plain "energy" score.
+	NoReferences bool
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Score is the energy of one action chunk under one conditioning.
+type Score struct {
+	Energy         float32 // E(a, cond, γ)
+	RefEnergyMean  float32 // mean over the M reference actions of E(ref_m, cond, γ)
+	CenteredEnergy float32 // Energy − RefEnergyMean (higher = less like the demonstrations)
+	CenteredReward float32 // −CenteredEnergy (paper, centered shaping)
+}
+
+// Value returns the score named by a calibration recommendation
+// (ScoreEnergy or ScoreCenteredEnergy), and false for an unknown name.
+func (s Score) Value(name string) (float32, bool) {
+	switch name {
+	case ScoreEnergy:
+		return s.Energy, true
+	case ScoreCenteredEnergy:
+		return s.CenteredEnergy, true
+	}
+	return 0, false
+}
+
+// Result is one sampled action chunk. The sampler grows the slices on first
+// use and reuses them afterwards: keep a Result per consumer and copy what
+// must outlive the next call.
+type Result struct {
+	Actions    []float32 // [T_p×D_a] row-major, un-standardized (robot units)
+	ActionsStd []float32 // [T_p×D_a] standardized, as the network sees them
+	Score
+}
+
+// SamplerStats counts work done since creation or ResetStats.
+type SamplerStats struct {
+	Samples      int64         // calls that produced results
+	BackendCalls int64         // Session.Run and SampleFused calls
+	BackendTime  time.Duration // wall time inside those calls
+	TotalTime    time.Duration // wall time of whole sample and score calls
+}
+
+// Sampler runs Algorithm 2 of the paper on a bundle's energy-gradient graph.
+//
+// A Sampler has one owner: it is not safe for concurrent use, and it owns
+// its buffers and its sessions: a step session bound at Batch rows (the K
+// Euler steps and the final energy at γ, or one fused call), and a
+// reference session bound at Batch×M rows whose reference actions and t = γ
+// are written once, so the M reference energies of the centered reward cost
+// one call. In the runtime, the inference goroutine owns it. After the
+// first call, Sample, SampleObs, SampleBatch, SampleWithNoise, Score and
+// ScoreObs allocate nothing.
+type Sampler struct {
+	b     *Bundle
+	cond  *Conditioner
+	log   *slog.Logger
+	noise NoiseSource
+
+	batch, steps int
+	rowLen       int // T_p×D_a
+	condDim      int
+	m            int // reference actions used (0 with NoReferences)
+	sched        Schedule
+	ts, scales   []float32
+	mean, std    []float32 // action_norm
+
+	step, ref     Session
+	fused         FusedSampler
+	stepIn        [][]float32 // a_t, cond, t
+	stepOut       [][]float32 // grad_a, energy
+	refIn, refOut [][]float32
+	a, z          []float32 // batch×rowLen
+	condBuf       []float32 // batch×cond_dim
+	energy        []float32 // batch: E(a_K, cond, γ) of the last call
+	fusedEnergy   []float32
+	stats         SamplerStats
+	closed        bool
+}
+
+// NewSampler opens the bundle's energy-gradient graph on be (a step session
+// of Batch rows and, unless NoReferences, a reference session of Batch×M
+// rows) and prepares the schedule, noise and buffers. Close releases the
+// sessions; the caller keeps owning be.
+func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
+	m := &b.Manifest
+	batch := opts.Batch
+	if batch == 0 {
+		batch = 1
+	}
+	if batch < 0 {
+		return nil, fmt.Errorf("engines: sampler batch %d, expected ≥ 1", batch)
+	}
+	cond, err := NewConditioner(m)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sampler{
+		b: b, cond: cond, log: opts.Logger, noise: opts.Noise,
+		batch: batch, rowLen: m.PredHorizon * m.ActionDim, condDim: m.CondDim,
+		sched: m.Schedule,
+		mean:  m.ActionNorm.Mean, std: m.ActionNorm.Std,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	refs := m.ReferenceActions
+	if opts.NoReferences {
+		refs = nil
+	}
+	s.m = len(refs)
+	if s.noise == nil {
+		s.noise = NewNormalNoise(opts.Seed)
+	}
+	steps := opts.Steps
+	if steps == 0 {
+		steps = m.Sampler.Steps
+	}
+	if err := s.SetSteps(steps); err != nil {
+		return nil, err
+	}
+	s.a = make([]float32, batch*s.rowLen)
+	s.z = make([]float32, batch*s.rowLen)
+	s.condBuf = make([]float32, batch*s.condDim)
+	s.fusedEnergy = make([]float32, batch)
+
+	stepSpec, err := b.GraphSpec(GraphEnergyGrad, batch)
+	if err != nil {
+		return nil, err
+	}
+	if s.step, err = be.Open(stepSpec); err != nil {
+		return nil, fmt.Errorf("engines: sampler: %w", err)
+	}
+	s.stepIn, s.stepOut, err = s.step.Bind(batch)
+	if err == nil {
+		err = checkBuffers("step", s.stepIn, s.stepOut, batch, s.rowLen, s.condDim)
+	}
+	if err == nil && s.m > 0 {
+		var refSpec GraphSpec
+		if refSpec, err = b.GraphSpec(GraphEnergyGrad, batch*s.m); err == nil {
+			if s.ref, err = be.Open(refSpec); err == nil {
+				if s.refIn, s.refOut, err = s.ref.Bind(batch * s.m); err == nil {
+					err = checkBuffers("reference", s.refIn, s.refOut, batch*s.m, s.rowLen, s.condDim)
+				}
+			}
+		}
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("engines: sampler: %w", err)
+	}
+	s.energy = s.stepOut[1]
+	if f, ok := s.step.(FusedSampler); ok {
+		s.fused = f
+		s.energy = s.fusedEnergy
+	}
+	// Constant parts of the reference batch: block b, row r holds ref_r,
+	// and t = γ everywhere.
+	if s.m > 0 {
+		for blk := 0; blk < batch; blk++ {
+			for r, ref := range refs {
+				row := s.refIn[0][(blk*s.m+r)*s.rowLen:]
+				for j, step := range ref {
+					copy(row[j*m.ActionDim:(j+1)*m.ActionDim], step)
+				}
+			}
+		}
+		fill(s.refIn[2], float32(s.sched.Gamma))
+	}
+	s.log.Debug("engines: sampler ready", "bundle", m.Name, "backend", be.Name(), "steps", s.steps, "batch", batch, "references", s.m, "fused", s.fused != nil)
+	return s, nil
+}
+
+// checkBuffers checks what a backend's Bind returned against the contract.
+func checkBuffers(name string, in, out [][]float32, n, rowLen, condDim int) error {
+	want := func(what string, got [][]float32, lens ...int) error {
+		if len(got) != len(lens) {
+			return fmt.Errorf("%s session %s: backend returned %d buffers, expected %d", name, what, len(got), len(lens))
+		}
+		for i, l := range lens {
+			if len(got[i]) != l {
+				return fmt.Errorf("%s session %s: buffer %d has %d floats, expected %d", name, what, i, len(got[i]), l)
+			}
+		}
+		return nil
+	}
+	return errors.Join(want("inputs", in, n*rowLen, n*condDim, n), want("outputs", out, n*rowLen, n))
+}
+
+// SetSteps changes K. It allocates only when K grows beyond any K used
+// before.
+func (s *Sampler) SetSteps(k int) error {
+	if k < 1 {
+		return fmt.Errorf("engines: sampler steps %d, expected K ≥ 1", k)
+	}
+	if cap(s.ts) < k {
+		s.ts, s.scales = make([]float32, k), make([]float32, k)
+	}
+	s.ts, s.scales = s.ts[:k], s.scales[:k]
+	s.sched.Steps(s.ts, s.scales)
+	s.steps = k
+	return nil
+}
+
+// Steps returns K.
+func (s *Sampler) Steps() int { return s.steps }
+
+// Batch returns the number of rows per call.
+func (s *Sampler) Batch() int { return s.batch }
+
+// Conditioner returns the conditioning builder of the bundle.
+func (s *Sampler) Conditioner() *Conditioner { return s.cond }
+
+// Fused reports whether the step session integrates on the device.
+func (s *Sampler) Fused() bool { return s.fused != nil }
+
+// Stats returns the counters since creation or ResetStats.
+func (s *Sampler) Stats() SamplerStats { return s.stats }
+
+// ResetStats zeroes the counters.
+func (s *Sampler) ResetStats() { s.stats = SamplerStats{} }
+
+// Sample draws noise from the sampler's source and samples one action chunk
+// for cond (len cond_dim). The sampler must have Batch 1.
+func (s *Sampler) Sample(cond []float32, dst *Result) error {
+	if s.batch != 1 {
+		return fmt.Errorf("engines: Sample needs a sampler of batch 1 (this one has %d); use SampleBatch", s.batch)
+	}
+	s.noise.Normal(s.z)
+	if err := s.run(cond, s.z); err != nil {
+		return err
+	}
+	s.collect(0, dst)
+	return nil
+}
+
+// SampleObs builds cond from the observation history (Conditioner.Build)
+// and samples one action chunk. The sampler must have Batch 1.
+func (s *Sampler) SampleObs(history []ObsFrame, dst *Result) error {
+	c := s.condBuf[:s.condDim]
+	if err := s.cond.Build(history, c); err != nil {
+		return err
+	}
+	return s.Sample(c, dst)
+}
+
+// SampleBatch samples Batch rows: cond is Batch×cond_dim, dst has Batch
+// results.
+func (s *Sampler) SampleBatch(cond []float32, dst []Result) error {
+	s.noise.Normal(s.z)
+	return s.SampleWithNoise(cond, s.z, dst)
+}
+
+// SampleWithNoise is SampleBatch with the initial noise given: z is
+// Batch×T_p×D_a standard-normal values and a_0 = sigma_max·z (the parity
+// fixtures' "noise").
+func (s *Sampler) SampleWithNoise(cond, z []float32, dst []Result) error {
+	if len(dst) != s.batch {
+		return fmt.Errorf("engines: %d results for a sampler of batch %d", len(dst), s.batch)
+	}
+	if len(z) != len(s.a) {
+		return fmt.Errorf("engines: noise has %d values, expected batch×T_p×D_a = %d", len(z), len(s.a))
+	}
+	if err := s.run(cond, z); err != nil {
+		return err
+	}
+	for i := range dst {
+		s.collect(i, &dst[i])
+	}
+	return nil
+}
+
+// run integrates the batch from z, then evaluates the energy at γ and the
+// reference energies.
+func (s *Sampler) run(cond, z []float32) error {
+	if s.closed {
+		return errors.New("engines: sampler is closed")
+	}
+	if len(cond) != s.batch*s.condDim {
+		return fmt.Errorf("engines: cond has %d values, expected batch×cond_dim = %d", len(cond), s.batch*s.condDim)
+	}
+	start := time.Now()
+	sigmaMax := float32(s.sched.SigmaMax)
+	if s.fused != nil {
+		for i, v := range z {
+			s.a[i] = sigmaMax * v
+		}
+		t0 := time.Now()
+		err := s.fused.SampleFused(s.batch, s.a, cond, s.ts, s.scales, float32(s.sched.Gamma), s.fusedEnergy)
+		s.countBackend(t0)
+		if err != nil {
+			return fmt.Errorf("engines: fused sampling: %w", err)
+		}
+	} else {
+		a, c, t := s.stepIn[0], s.stepIn[1], s.stepIn[2]
+		grad := s.stepOut[0]
+		copy(c, cond)
+		for i, v := range z {
+			a[i] = sigmaMax * v
+		}
+		for k, tk := range s.ts {
+			fill(t, tk)
+			if err := s.runStep(); err != nil {
+				return fmt.Errorf("engines: Euler step %d of %d: %w", k, s.steps, err)
+			}
+			scale := s.scales[k]
+			for i, g := range grad {
+				a[i] -= scale * g
+			}
+		}
+		copy(s.a, a)
+		fill(t, float32(s.sched.Gamma))
+		if err := s.runStep(); err != nil {
+			return fmt.Errorf("engines: energy at gamma: %w", err)
+		}
+	}
+	if err := s.runRefs(cond); err != nil {
+		return err
+	}
+	s.stats.Samples++
+	s.stats.TotalTime += time.Since(start)
+	return nil
+}
+
+func (s *Sampler) runStep() error {
+	t0 := time.Now()
+	err := s.step.Run()
+	s.countBackend(t0)
+	return err
+}
+
+// runRefs evaluates the M reference actions under each row's cond in one
+// call (nothing with NoReferences).
+func (s *Sampler) runRefs(cond []float32) error {
+	if s.m == 0 {
+		return nil
+	}
+	rc := s.refIn[1]
+	for b := 0; b < s.batch; b++ {
+		cb := cond[b*s.condDim : (b+1)*s.condDim]
+		for r := 0; r < s.m; r++ {
+			copy(rc[(b*s.m+r)*s.condDim:], cb)
+		}
+	}
+	t0 := time.Now()
+	err := s.ref.Run()
+	s.countBackend(t0)
+	if err != nil {
+		return fmt.Errorf("engines: reference energies: %w", err)
+	}
+	return nil
+}
+
+func (s *Sampler) countBackend(t0 time.Time) {
+	s.stats.BackendCalls++
+	s.stats.BackendTime += time.Since(t0)
+}
+
+// scoreOf reads row b of the last energy and reference calls.
+func (s *Sampler) scoreOf(b int) Score {
+	e := s.energy[b]
+	if s.m == 0 {
+		nan := float32(math.NaN())
+		return Score{Energy: e, RefEnergyMean: nan, CenteredEnergy: nan, CenteredReward: nan}
+	}
+	var sum float64
+	for _, v := range s.refOut[1][b*s.m : (b+1)*s.m] {
+		sum += float64(v)
+	}
+	ref := float32(sum / float64(s.m))
+	c := e - ref
+	return Score{Energy: e, RefEnergyMean: ref, CenteredEnergy: c, CenteredReward: -c}
+}
+
+// collect copies row b of the last run into dst.
+func (s *Sampler) collect(b int, dst *Result) {
+	dst.ActionsStd = grow(dst.ActionsStd, s.rowLen)
+	dst.Actions = grow(dst.Actions, s.rowLen)
+	copy(dst.ActionsStd, s.a[b*s.rowLen:(b+1)*s.rowLen])
+	unstandardize(dst.Actions, dst.ActionsStd, s.mean, s.std)
+	dst.Score = s.scoreOf(b)
+}
+
+// Score evaluates one committed action chunk (un-standardized, T_p×D_a, as
+// in Result.Actions) under cond (cond_dim): its energy at γ and the
+// centered energy against the reference actions, with one energy call (and
+// the one reference call). The safety monitor calls it every tick with the
+// newest observation. Allocates nothing. On a batched sampler every row
+// evaluates the same chunk: Score is cheapest at Batch 1.
+func (s *Sampler) Score(actions, cond []float32) (Score, error) {
+	if s.closed {
+		return Score{}, errors.New("engines: sampler is closed")
+	}
+	if len(actions) != s.rowLen {
+		return Score{}, fmt.Errorf("engines: Score: actions have %d values, expected T_p×D_a = %d", len(actions), s.rowLen)
+	}
+	if len(cond) != s.condDim {
+		return Score{}, fmt.Errorf("engines: Score: cond has %d values, expected cond_dim = %d", len(cond), s.condDim)
+	}
+	start := time.Now()
+	a, c, t := s.stepIn[0], s.stepIn[1], s.stepIn[2]
+	da := len(s.mean)
+	for b := 0; b < s.batch; b++ {
+		row := a[b*s.rowLen : (b+1)*s.rowLen]
+		for i, v := range actions {
+			d := i % da
+			row[i] = (v - s.mean[d]) / s.std[d]
+		}
+	}
+	cb := s.condBuf // batch×cond_dim; block 0 may be cond itself (ScoreObs)
+	for b := 0; b < s.batch; b++ {
+		copy(cb[b*s.condDim:(b+1)*s.condDim], cond)
+	}
+	copy(c, cb)
+	fill(t, float32(s.sched.Gamma))
+	if err := s.runStep(); err != nil {
+		return Score{}, fmt.Errorf("engines: Score: %w", err)
+	}
+	if err := s.runRefs(cb); err != nil {
+		return Score{}, err
+	}
+	s.stats.TotalTime += time.Since(start)
+	sc := s.scoreOf(0)
+	sc.Energy = s.stepOut[1][0]
+	if s.m > 0 {
+		sc.CenteredEnergy = sc.Energy - sc.RefEnergyMean
+		sc.CenteredReward = -sc.CenteredEnergy
+	}
+	return sc, nil
+}
+
+// ScoreObs is Score with cond built from the observation history.
+func (s *Sampler) ScoreObs(actions []float32, history []ObsFrame) (Score, error) {
+	c := s.condBuf[:s.condDim]
+	if err := s.cond.Build(history, c); err != nil {
+		return Score{}, err
+	}
+	return s.Score(actions, c)
+}
+
+// Close closes the sampler's sessions. Idempotent.
+func (s *Sampler) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.step != nil {
+		errs = append(errs, s.step.Close())
+	}
+	if s.ref != nil {
+		errs = append(errs, s.ref.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Steps fills ts[k] = t_k = T − k·Δt and scales[k] = Δt·½·dσ²/dt(t_k) for
+// K = len(ts) Euler steps, Δt = (T − γ)/K (Algorithm 2).
+func (sc Schedule) Steps(ts, scales []float32) {
+	k := len(ts)
+	dt := (sc.T - sc.Gamma) / float64(k)
+	for i := range ts {
+		t := sc.T - float64(i)*dt
+		ts[i] = float32(t)
+		scales[i] = float32(dt * 0.5 * sc.DSigma2Dt(t))
+	}
+}
+
+// Sigma is σ(t) = σ_min^(1−t/T) · σ_max^(t/T).
+func (sc Schedule) Sigma(t float64) float64 {
+	return math.Pow(sc.SigmaMin, 1-t/sc.T) * math.Pow(sc.SigmaMax, t/sc.T)
+}
+
+// DSigma2Dt is dσ²/dt = 2 σ(t)² ln(σ_max/σ_min) / T.
+func (sc Schedule) DSigma2Dt(t float64) float64 {
+	s := sc.Sigma(t)
+	return 2 * s * s * math.Log(sc.SigmaMax/sc.SigmaMin) / sc.T
+}
+
+func unstandardize(dst, src, mean, std []float32) {
+	da := len(mean)
+	for i, v := range src {
+		d := i % da
+		dst[i] = v*std[d] + mean[d]
+	}
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func fill(b []float32, v float32) {
+	for i := range b {
+		b[i] = v
+	}
+}

@@ -1,0 +1,138 @@
+package engines_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyflow/edge/engines"
+)
+
+// writeVisionBundle writes the analytic bundle with a state and an image
+// input: cond = 2 steps × (state 2 + camera features 4) = 12.
+func writeVisionBundle(t *testing.T) string {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", "quad", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	energy, vision := read("energy_grad_c12.onnx"), read("vision.onnx")
+	return writeQuadBundle(t, func(f map[string][]byte) {
+		f["energy_grad.onnx"] = energy
+		f["vision.onnx"] = vision
+	}, func(m map[string]any) {
+		m["files"] = map[string]any{"energy_grad.onnx": sha256hex(energy), "vision.onnx": sha256hex(vision)}
+		m["obs"] = append(m["obs"].([]any), map[string]any{"name": "camera", "kind": "image", "shape": []int{3, 8, 8},
+			"graph": "vision", "features": 4,
+			"preprocess": map[string]any{"resize": []int{10, 10}, "crop": []int{8, 8}, "channel_order": "RGB",
+				"mean": []float64{0.485, 0.456, 0.406}, "std": []float64{0.229, 0.224, 0.225}}})
+		m["conditioning"] = map[string]any{"layout": "history_flat", "items": []any{
+			map[string]any{"obs": "state", "width": 2}, map[string]any{"obs": "camera", "width": 4}}}
+		m["cond_dim"] = 12
+		g := m["graphs"].(map[string]any)
+		g["energy_grad"].(map[string]any)["inputs"].([]any)[1] = map[string]any{"name": "cond", "shape": []int{-1, 12}}
+		g["vision"] = map[string]any{"file": "vision.onnx",
+			"inputs":  []any{map[string]any{"name": "image", "shape": []int{-1, 3, 8, 8}}},
+			"outputs": []any{map[string]any{"name": "features", "shape": []int{-1, 4}}}}
+	})
+}
+
+func TestVisionConditioningAndSampling(t *testing.T) {
+	b, err := engines.LoadBundle(writeVisionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := newORT(t)
+	enc, err := engines.NewVisionEncoder(b, be, "camera")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	if enc.ImageSize() != 3*8*8 || enc.Features() != 4 || enc.Obs() != 1 {
+		t.Fatalf("encoder sizes %d %d %d", enc.ImageSize(), enc.Features(), enc.Obs())
+	}
+	img := make([]float32, enc.ImageSize())
+	for i := range img {
+		img[i] = float32(math.Sin(float64(i) * 0.37))
+	}
+	feat := make([]float32, 4)
+	if err := enc.Encode(img, feat); err != nil {
+		t.Fatal(err)
+	}
+	for f := 0; f < 4; f++ {
+		var want float64
+		for c := 0; c < 3; c++ {
+			var mean float64
+			for _, v := range img[c*64 : (c+1)*64] {
+				mean += float64(v)
+			}
+			want += mean / 64 * 0.5 * math.Cos(float64(c+2*f))
+		}
+		if math.Abs(float64(feat[f])-want) > 1e-5 {
+			t.Fatalf("feature %d = %v, want %v", f, feat[f], want)
+		}
+	}
+	if allocs := testing.AllocsPerRun(20, func() { _ = enc.Encode(img, feat) }); allocs != 0 {
+		t.Errorf("Encode allocates %v per call", allocs)
+	}
+
+	s, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	feat2 := []float32{0.1, -0.2, 0.3, 0.4}
+	hist := []engines.ObsFrame{{[]float32{2, 2}, feat2}, {[]float32{0, -6}, feat}}
+	cond := make([]float32, 12)
+	if err := s.Conditioner().Build(hist, cond); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]float32{2, 1}, feat2...), -2, -1), feat...)
+	if !equal(cond, want) {
+		t.Fatalf("cond = %v, want %v (oldest step first, items in manifest order)", cond, want)
+	}
+	_, z := testInputs(4)
+	res := make([]engines.Result, 1)
+	if err := s.SampleWithNoise(cond, z, res); err != nil {
+		t.Fatal(err)
+	}
+	wantA, wantE, _ := refSample(&b.Manifest, to64(cond), to64(z), 8)
+	for i := range wantA {
+		if math.Abs(float64(res[0].Actions[i])-wantA[i]) > 1e-4*math.Max(1, math.Abs(wantA[i])) {
+			t.Fatalf("action[%d] = %v, want %v", i, res[0].Actions[i], wantA[i])
+		}
+	}
+	if math.Abs(float64(res[0].Energy)-wantE) > 1e-4*math.Abs(wantE) {
+		t.Fatalf("energy %v, want %v", res[0].Energy, wantE)
+	}
+	var r engines.Result
+	if err := s.SampleObs(hist, &r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVisionBundleValidation(t *testing.T) {
+	dir := writeVisionBundle(t)
+	// An image input whose graph is missing is refused with the field named.
+	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engines.ParseManifest("manifest.json", b); err != nil {
+		t.Fatalf("valid vision manifest refused: %v", err)
+	}
+	bad := writeQuadBundle(t, nil, func(m map[string]any) {
+		m["obs"] = append(m["obs"].([]any), map[string]any{"name": "camera", "kind": "image", "shape": []int{3, 8, 8}, "graph": "vision", "features": 4})
+	})
+	_, err = engines.LoadBundle(bad)
+	for _, w := range []string{`"obs[1].graph"`, `"obs[1].preprocess"`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v does not mention %s", err, w)
+		}
+	}
+}
