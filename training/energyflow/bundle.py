@@ -1,0 +1,226 @@
+"""Engine bundle writer/reader (docs/bundle.md, format 1)."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .config import ModelConfig
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+NUM_REFERENCE = 16
+
+
+class BundleError(RuntimeError):
+    """A bundle is malformed or its hashes do not match."""
+
+
+def f32(x: Any) -> Any:
+    """Round floats (nested lists / arrays) to float32 and return JSON-ready Python floats."""
+    arr = np.asarray(x, dtype=np.float32)
+    if arr.ndim == 0:
+        return float(arr)
+    return [f32(v) for v in arr]
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_hashes(bundle_dir: str | Path) -> Dict[str, str]:
+    """sha256 of every file in the bundle except manifest.json (relative '/' paths, sorted)."""
+    root = Path(bundle_dir)
+    out: Dict[str, str] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(root).as_posix()
+            if rel != MANIFEST:
+                out[rel] = sha256_file(p)
+    return out
+
+
+def source_commit() -> str:
+    """Current git commit of the repository holding this file, or "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    except Exception:
+        pass
+    return "unknown"
+
+
+def reference_actions(cfg: ModelConfig, seed: int = 0, m: int = NUM_REFERENCE) -> np.ndarray:
+    """M fixed standard-normal samples [M,T_p,D_a] (standardized action space), float32."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, cfg.pred_horizon, cfg.action_dim)).astype(np.float32)
+
+
+def graph_specs(cfg: ModelConfig) -> Dict[str, Any]:
+    g: Dict[str, Any] = {"energy_grad": {
+        "file": "energy_grad.onnx",
+        "inputs": [{"name": "a_t", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
+                   {"name": "cond", "shape": [-1, cfg.cond_dim]},
+                   {"name": "t", "shape": [-1]}],
+        "outputs": [{"name": "grad_a", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
+                    {"name": "energy", "shape": [-1]}]}}
+    if cfg.images:
+        im = cfg.images[0]
+        g["vision"] = {"file": "vision.onnx",
+                       "inputs": [{"name": "image", "shape": [-1, *im.shape]}],
+                       "outputs": [{"name": "features", "shape": [-1, im.features]}]}
+    return g
+
+
+def obs_entries(cfg: ModelConfig, state_mean: Optional[Sequence[float]], state_std: Optional[Sequence[float]]
+                ) -> List[Dict[str, Any]]:
+    entries: List[Dict[str, Any]] = []
+    if cfg.state_dim > 0:
+        mean = np.zeros(cfg.state_dim) if state_mean is None else np.asarray(state_mean, np.float64)
+        std = np.ones(cfg.state_dim) if state_std is None else np.asarray(state_std, np.float64)
+        if mean.shape != (cfg.state_dim,) or std.shape != (cfg.state_dim,):
+            raise ValueError(f"state norm must have shape ({cfg.state_dim},)")
+        entries.append({"name": cfg.state_key, "kind": "state", "shape": [cfg.state_dim],
+                        "norm": {"mean": f32(mean), "std": f32(np.maximum(std, 1e-6))}})
+    for im in cfg.images:
+        entries.append({"name": im.name, "kind": "image", "shape": list(im.shape), "graph": "vision",
+                        "features": im.features,
+                        "preprocess": {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]],
+                                       "channel_order": "RGB", "mean": list(im.mean), "std": list(im.std)}})
+    return entries
+
+
+def conditioning(cfg: ModelConfig) -> Dict[str, Any]:
+    items = []
+    if cfg.state_dim > 0:
+        items.append({"obs": cfg.state_key, "width": cfg.state_dim})
+    for im in cfg.images:
+        items.append({"obs": im.name, "width": im.features})
+    return {"layout": "history_flat", "items": items}
+
+
+def build_manifest(cfg: ModelConfig, name: str, action_mean: Sequence[float], action_std: Sequence[float],
+                   state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
+                   ref_actions: Optional[np.ndarray] = None, steps: int = 20,
+                   calibration: Optional[Dict[str, Any]] = None, extra_model: Optional[Dict[str, Any]] = None
+                   ) -> Dict[str, Any]:
+    """Manifest dict (without ``files``) for a model config and its normalizers."""
+    if ref_actions is None:
+        ref_actions = reference_actions(cfg)
+    ref_actions = np.asarray(ref_actions, np.float32)
+    if ref_actions.shape != (NUM_REFERENCE, cfg.pred_horizon, cfg.action_dim):
+        raise ValueError(f"reference_actions must be [{NUM_REFERENCE},{cfg.pred_horizon},{cfg.action_dim}]")
+    a_std = np.maximum(np.asarray(action_std, np.float64), 1e-6)
+    model_info = {k: v for k, v in cfg.to_dict().items() if k not in ("schedule",)}
+    model_info.update(extra_model or {})
+    return {
+        "format_version": FORMAT_VERSION,
+        "policy": "energyflow",
+        "name": name,
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "source_commit": source_commit(),
+        "action_dim": cfg.action_dim,
+        "pred_horizon": cfg.pred_horizon,
+        "obs_horizon": cfg.obs_horizon,
+        "action_horizon": cfg.action_horizon,
+        "action_norm": {"mean": f32(action_mean), "std": f32(a_std)},
+        "obs": obs_entries(cfg, state_mean, state_std),
+        "conditioning": conditioning(cfg),
+        "cond_dim": cfg.cond_dim,
+        "schedule": cfg.schedule.to_manifest(),
+        "sampler": {"steps": int(steps)},
+        "reference_actions": f32(ref_actions),
+        "graphs": graph_specs(cfg),
+        "calibration": calibration,
+        "files": {},
+        "model": model_info,
+    }
+
+
+def write_manifest(bundle_dir: str | Path, manifest: Dict[str, Any]) -> Dict[str, Any]:
+    """Recompute ``files`` hashes and write manifest.json."""
+    manifest = dict(manifest)
+    manifest["files"] = file_hashes(bundle_dir)
+    with open(Path(bundle_dir) / MANIFEST, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return manifest
+
+
+def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[float], action_std: Sequence[float],
+                 state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
+                 vision_encoder=None, ref_seed: int = 0, steps: int = 20,
+                 calibration: Optional[Dict[str, Any]] = None, tol: float = 1e-5,
+                 overwrite: bool = True) -> Dict[str, Any]:
+    """Export graphs (each verified against torch) and write a complete bundle.
+
+    Graphs are first written to a temporary sibling directory; the bundle is
+    only moved into place when every check passed, so a failing export never
+    leaves a bundle behind.
+    """
+    from .export import export_energy_grad, export_vision
+
+    cfg: ModelConfig = model.cfg
+    out = Path(out_dir)
+    tmp = out.parent / (out.name + ".tmp-export")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        errs = export_energy_grad(model, tmp / "energy_grad.onnx", tol=tol)
+        verr = None
+        if cfg.images:
+            if vision_encoder is None:
+                raise ValueError("model config has image observations but no vision encoder was given")
+            if len(cfg.images) > 1:
+                raise NotImplementedError("bundles with more than one camera are not supported yet")
+            verr = export_vision(vision_encoder, tuple(cfg.images[0].shape), tmp / "vision.onnx")
+        man = build_manifest(cfg, name, action_mean, action_std, state_mean, state_std,
+                             reference_actions(cfg, ref_seed), steps, calibration,
+                             extra_model={"export_check": {"energy_grad": errs, "vision": verr}})
+        if out.exists():
+            if not overwrite:
+                raise FileExistsError(out)
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return write_manifest(out, man)
+
+
+def read_manifest(bundle_dir: str | Path, verify: bool = True) -> Dict[str, Any]:
+    """Load manifest.json, check the format version and (optionally) every file hash."""
+    p = Path(bundle_dir) / MANIFEST
+    if not p.exists():
+        raise BundleError(f"{bundle_dir}: no {MANIFEST}")
+    man = json.loads(p.read_text())
+    if man.get("format_version") != FORMAT_VERSION:
+        raise BundleError(f"{bundle_dir}: unsupported format_version {man.get('format_version')}")
+    if verify:
+        for rel, digest in man.get("files", {}).items():
+            fp = Path(bundle_dir) / rel
+            if not fp.exists():
+                raise BundleError(f"{bundle_dir}: file {rel} listed in manifest is missing")
+            if sha256_file(fp) != digest:
+                raise BundleError(f"{bundle_dir}: sha256 mismatch for {rel}")
+    return man
+
+
+def model_config_from_manifest(man: Dict[str, Any]) -> ModelConfig:
+    """Rebuild the ModelConfig recorded in a manifest's ``model`` block."""
+    d = {k: v for k, v in man["model"].items() if k != "export_check"}
+    d["schedule"] = {k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")}
+    return ModelConfig.from_dict(d)

@@ -1,0 +1,291 @@
+"""Command line: ``python -m energyflow {train,export,calibrate,sample,inspect,fixtures,bench}``.
+
+Every hyper-parameter has a flag (defaults = the paper's values) and may also
+come from ``--config FILE`` (YAML or JSON with ``model:`` and ``train:``
+sections); explicit flags override the file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+
+# ---------------------------------------------------------------------------
+# shared flag groups
+# ---------------------------------------------------------------------------
+_MODEL_FLAGS = {
+    # flag: (config key, type, help)
+    "--down-dims": ("down_dims", "ints", "U-Net channel widths (paper: 64 128 256)"),
+    "--kernel-size": ("kernel_size", int, "temporal conv kernel (5)"),
+    "--n-groups": ("n_groups", int, "GroupNorm groups (8)"),
+    "--time-embed-dim": ("time_embed_dim", int, "sinusoidal time embedding width (128)"),
+    "--state-hidden": ("state_hidden", int, "state-encoder MLP width (128)"),
+    "--head-dims": ("head_dims", "ints", "scalar head hidden widths (256 128)"),
+    "--activation": ("activation", str, "mish | softplus | silu (mish)"),
+    "--energy-scale": ("energy_scale", str, "none | inv_sigma: E = f/sigma(t) | edm: E = f*sqrt(sigma^2+1)/sigma, use with --input-scale c_in (none)"),
+    "--input-scale": ("input_scale", str, "none | c_in: U-Net input a_t/sqrt(sigma^2+1) (none)"),
+    "--pred-horizon": ("pred_horizon", int, "T_p (16)"),
+    "--obs-horizon": ("obs_horizon", int, "T_o (2)"),
+    "--action-horizon": ("action_horizon", int, "T_a (8)"),
+    "--action-dim": ("action_dim", int, "D_a (taken from the data when training)"),
+    "--state-dim": ("state_dim", int, "D_s (taken from the data when training)"),
+}
+_SCHEDULE_FLAGS = {
+    "--sigma-min": ("sigma_min", float, "0.01"),
+    "--sigma-max": ("sigma_max", float, "10"),
+    "--T": ("T", float, "1"),
+    "--gamma": ("gamma", float, "ODE endpoint (1e-3)"),
+}
+_TRAIN_FLAGS = {
+    "--lr": ("lr", float, "AdamW learning rate (1e-4)"),
+    "--weight-decay": ("weight_decay", float, "AdamW weight decay (1e-6)"),
+    "--batch-size": ("batch_size", int, "batch size (256)"),
+    "--warmup-steps": ("warmup_steps", int, "cosine schedule warm-up (500)"),
+    "--steps": ("steps", int, "training steps (100000)"),
+    "--grad-clip": ("grad_clip", float, "gradient-norm clip (1.0)"),
+    "--ema-decay": ("ema_decay", float, "max EMA decay (0.9999)"),
+    "--val-fraction": ("val_fraction", float, "fraction of demos held out (0.1)"),
+    "--val-every": ("val_every", int, "validation period in steps (1000)"),
+    "--ckpt-every": ("ckpt_every", int, "checkpoint period in steps (5000)"),
+    "--seed": ("seed", int, "random seed (0)"),
+    "--threads": ("threads", int, "torch CPU threads (2)"),
+    "--device": ("device", str, "auto | cpu | cuda | cuda:N"),
+}
+
+
+def _add_flags(p: argparse.ArgumentParser, flags: Dict[str, tuple], title: str) -> None:
+    g = p.add_argument_group(title)
+    for flag, (key, typ, hlp) in flags.items():
+        dest = "m_" + key if flags is _MODEL_FLAGS else ("s_" + key if flags is _SCHEDULE_FLAGS else "t_" + key)
+        if typ == "ints":
+            g.add_argument(flag, dest=dest, type=int, nargs="+", default=None, help=hlp)
+        else:
+            g.add_argument(flag, dest=dest, type=typ, default=None, help=hlp)
+
+
+def _collect(args: argparse.Namespace, prefix: str) -> Dict[str, Any]:
+    return {k[len(prefix):]: v for k, v in vars(args).items() if k.startswith(prefix) and v is not None}
+
+
+def model_overrides(args: argparse.Namespace, file_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    d = dict(file_cfg.get("model", {}) or {})
+    d.update(_collect(args, "m_"))
+    sch = dict(d.pop("schedule", {}) or {})
+    sch.update(file_cfg.get("schedule", {}) or {})
+    sch.update(_collect(args, "s_"))
+    if sch:
+        d["schedule"] = sch
+    return d
+
+
+def train_overrides(args: argparse.Namespace, file_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    d = dict(file_cfg.get("train", {}) or {})
+    d.update(_collect(args, "t_"))
+    return d
+
+
+def _file_cfg(args: argparse.Namespace) -> Dict[str, Any]:
+    from .config import load_config_file
+
+    return load_config_file(args.config) if getattr(args, "config", None) else {}
+
+
+# ---------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train import train_main
+
+    fc = _file_cfg(args)
+    train_main(data=args.data, out=args.out, model_over=model_overrides(args, fc),
+               train_over=train_overrides(args, fc), state_key=args.state_key, image_keys=args.image_keys,
+               resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
+               name=args.name, image_size=args.image_size, progress=not args.no_progress)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .train import export_from_checkpoint, export_random
+
+    if args.random_init:
+        fc = _file_cfg(args)
+        over = model_overrides(args, fc)
+        man = export_random(args.out, over, paper_size=args.paper_size, tiny=args.tiny, seed=args.seed,
+                            name=args.name or ("paper-size-random" if args.paper_size else "random-init"),
+                            image_keys=args.image_keys, image_size=args.image_size, tol=args.tol)
+    else:
+        if not args.checkpoint:
+            print("export: give --checkpoint FILE or --random-init", file=sys.stderr)
+            return 2
+        man = export_from_checkpoint(args.checkpoint, args.out, name=args.name, use_ema=not args.no_ema,
+                                     tol=args.tol)
+    print(json.dumps({"bundle": str(args.out), "files": man["files"],
+                      "export_check": man["model"].get("export_check")}, indent=1))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import calibrate_bundle
+
+    res = calibrate_bundle(args.bundle, args.data, n_windows=args.n_windows, seed=args.seed, steps=args.steps,
+                           val_fraction=args.val_fraction, split_seed=args.split_seed, all_demos=args.all_demos,
+                           quantile=args.quantile, score=args.score, png=not args.no_png, batch=args.batch)
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .bundle import read_manifest
+    from .sampler import sample_bundle
+
+    man = read_manifest(args.bundle)
+    rng = np.random.default_rng(args.seed)
+    cond_dim = man["cond_dim"]
+    if args.cond:
+        cond = np.asarray(json.loads(Path(args.cond).read_text()), np.float32).reshape(-1, cond_dim)
+    else:
+        cond = rng.standard_normal((args.batch, cond_dim)).astype(np.float32)
+    B = cond.shape[0]
+    z = rng.standard_normal((B, man["pred_horizon"], man["action_dim"])).astype(np.float32)
+    res = sample_bundle(args.bundle, cond, z, steps=args.steps, threads=args.threads)
+    out = {"actions": res.actions.tolist(), "energy": res.energy.tolist(),
+           "centered_reward": res.centered_reward.tolist()}
+    print(json.dumps(out))
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .bundle import read_manifest
+
+    man = read_manifest(args.bundle, verify=True)
+    from .export import graph_ops
+
+    summary = {k: man[k] for k in ("name", "policy", "created", "source_commit", "action_dim", "pred_horizon",
+                                   "obs_horizon", "action_horizon", "cond_dim", "schedule", "sampler",
+                                   "conditioning")}
+    summary["obs"] = [{k: v for k, v in o.items() if k != "norm"} for o in man["obs"]]
+    summary["files"] = man["files"]
+    summary["graphs"] = {}
+    for g, spec in man["graphs"].items():
+        summary["graphs"][g] = {"file": spec["file"], "ops": graph_ops(Path(args.bundle) / spec["file"])}
+    summary["calibration"] = man.get("calibration")
+    summary["model"] = man.get("model")
+    summary["hashes_ok"] = True
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    from .fixtures import make_fixtures
+
+    res = make_fixtures(args.out, n_cases=args.cases, seed=args.seed, action_dim=args.action_dim,
+                        state_dim=args.state_dim, train_steps=args.train_steps, steps=args.steps)
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_bundle
+
+    print(json.dumps(bench_bundle(args.bundle, steps=args.steps, batch=args.batch, threads=args.threads,
+                                  repeats=args.repeats, backend=args.backend)))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m energyflow", description="EnergyFlow training toolkit")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("train", help="train an energy policy on HDF5 demonstrations (Algorithm 1)")
+    t.add_argument("--data", required=True, help="robomimic-style HDF5 file")
+    t.add_argument("--out", required=True, help="run directory (checkpoints, logs, bundle/)")
+    t.add_argument("--config", help="YAML/JSON config file with model:/schedule:/train: sections")
+    t.add_argument("--state-key", default="state", help="obs key of the state vector ('' for none)")
+    t.add_argument("--image-keys", nargs="*", default=[], help="obs keys of camera images (uint8 HxWx3)")
+    t.add_argument("--image-size", type=int, default=96, help="crop size of camera images (96)")
+    t.add_argument("--vision-weights", help="state_dict file for the ResNet-18 image encoder")
+    t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
+    t.add_argument("--name", default=None, help="bundle name")
+    t.add_argument("--no-export", action="store_true", help="do not write out/bundle at the end")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_flags(t, _MODEL_FLAGS, "model")
+    _add_flags(t, _SCHEDULE_FLAGS, "noise schedule")
+    _add_flags(t, _TRAIN_FLAGS, "optimisation")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("export", help="write an engine bundle from a checkpoint or a random init")
+    e.add_argument("--out", required=True, help="bundle directory to write")
+    e.add_argument("--checkpoint", help="training checkpoint (.pt)")
+    e.add_argument("--no-ema", action="store_true", help="export the raw weights instead of the EMA")
+    e.add_argument("--random-init", action="store_true", help="random weights, no training (benchmarks)")
+    e.add_argument("--paper-size", action="store_true", help="paper-size model: down dims 64 128 256, D_a=10")
+    e.add_argument("--tiny", action="store_true", help="tiny model (down dims 8 16 32)")
+    e.add_argument("--image-keys", nargs="*", default=[], help="(random init) camera obs names")
+    e.add_argument("--image-size", type=int, default=96)
+    e.add_argument("--config", help="YAML/JSON config (random init)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--name", default=None)
+    e.add_argument("--tol", type=float, default=1e-5,
+                   help="export check: max relative error of ONNX Runtime vs torch autograd (1e-5)")
+    _add_flags(e, _MODEL_FLAGS, "model (random init)")
+    _add_flags(e, _SCHEDULE_FLAGS, "noise schedule (random init)")
+    e.set_defaults(func=cmd_export)
+
+    c = sub.add_parser("calibrate", help="energy-score statistics on held-out windows -> manifest")
+    c.add_argument("--bundle", required=True)
+    c.add_argument("--data", required=True, help="HDF5 demonstrations")
+    c.add_argument("--n-windows", type=int, default=512)
+    c.add_argument("--steps", type=int, default=None, help="sampler steps K (manifest default)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--val-fraction", type=float, default=0.1, help="held-out fraction (same split as train)")
+    c.add_argument("--split-seed", type=int, default=0, help="split seed (train --seed)")
+    c.add_argument("--all-demos", action="store_true", help="use every demo (data file is already held out)")
+    c.add_argument("--score", default="energy", choices=["energy", "centered_energy"])
+    c.add_argument("--quantile", default="99.9", choices=["50", "90", "99", "99.9"])
+    c.add_argument("--batch", type=int, default=64)
+    c.add_argument("--no-png", action="store_true")
+    c.set_defaults(func=cmd_calibrate)
+
+    s = sub.add_parser("sample", help="run the reference sampler (ONNX Runtime) on a bundle")
+    s.add_argument("--bundle", required=True)
+    s.add_argument("--cond", help="JSON file with cond rows (default: random)")
+    s.add_argument("--batch", type=int, default=1)
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=2)
+    s.set_defaults(func=cmd_sample)
+
+    i = sub.add_parser("inspect", help="print a bundle's manifest summary and verify hashes")
+    i.add_argument("--bundle", required=True)
+    i.set_defaults(func=cmd_inspect)
+
+    f = sub.add_parser("fixtures", help="tiny bundle + reference sampler cases for the Go parity tests")
+    f.add_argument("--out", required=True, help="e.g. engines/testdata/parity")
+    f.add_argument("--cases", type=int, default=24)
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--action-dim", type=int, default=3)
+    f.add_argument("--state-dim", type=int, default=5)
+    f.add_argument("--train-steps", type=int, default=120)
+    f.add_argument("--steps", type=int, default=10, help="sampler steps K in the cases")
+    f.set_defaults(func=cmd_fixtures)
+
+    b = sub.add_parser("bench", help="time the reference sampler (median ms, JSON)")
+    b.add_argument("--bundle", required=True)
+    b.add_argument("--steps", type=int, default=20)
+    b.add_argument("--batch", type=int, default=1)
+    b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--repeats", type=int, default=20)
+    b.add_argument("--backend", default="torch", choices=["torch", "ort"])
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)

@@ -1,0 +1,157 @@
+"""Hyper-parameter containers with the paper's values as defaults.
+
+Every field can be set from a YAML/JSON config file or from CLI flags
+(see :mod:`energyflow.cli`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+
+@dataclass
+class Schedule:
+    """Geometric variance-exploding noise schedule (paper Sec. 4)."""
+
+    sigma_min: float = 0.01
+    sigma_max: float = 10.0
+    T: float = 1.0
+    gamma: float = 1e-3
+
+    def sigma(self, t: float) -> float:
+        """sigma(t) = sigma_min^(1-t/T) * sigma_max^(t/T) (float64)."""
+        return self.sigma_min ** (1.0 - t / self.T) * self.sigma_max ** (t / self.T)
+
+    def dsig2dt(self, t: float) -> float:
+        """d sigma(t)^2 / dt (float64)."""
+        return 2.0 * self.sigma(t) ** 2 * math.log(self.sigma_max / self.sigma_min) / self.T
+
+    def to_manifest(self) -> Dict[str, Any]:
+        return {"kind": "geometric", "sigma_min": self.sigma_min, "sigma_max": self.sigma_max,
+                "T": self.T, "gamma": self.gamma}
+
+
+@dataclass
+class ImageSpec:
+    """One camera observation consumed through the vision encoder."""
+
+    name: str = "camera"
+    shape: Tuple[int, int, int] = (3, 96, 96)      # C,H,W after crop
+    resize: Tuple[int, int] = (104, 104)           # H,W before the center crop
+    features: int = 512
+    mean: Tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: Tuple[float, float, float] = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of the energy network (paper appendix C)."""
+
+    action_dim: int = 4
+    pred_horizon: int = 16
+    obs_horizon: int = 2
+    action_horizon: int = 8
+    state_dim: int = 39                      # D_s (0 when no state obs)
+    state_key: str = "state"
+    images: List[ImageSpec] = field(default_factory=list)
+    down_dims: Tuple[int, ...] = (64, 128, 256)
+    kernel_size: int = 5
+    n_groups: int = 8
+    time_embed_dim: int = 128
+    state_hidden: int = 128                  # state-encoder MLP width (2 layers)
+    head_dims: Tuple[int, ...] = (256, 128)  # scalar head C -> 256 -> 128 -> 1
+    activation: str = "mish"                 # mish | softplus | silu
+    spectral_norm: bool = True
+    energy_scale: str = "none"               # none | inv_sigma (E = f/sigma) | edm (E = f sqrt(sigma^2+1)/sigma)
+    # none | c_in: the U-Net sees a_t / sqrt(sigma(t)^2 + 1) (EDM-style input
+    # preconditioning; actions are standardized, so sigma_data = 1). Without
+    # it, GroupNorm makes the network nearly scale-invariant to its input, and
+    # at sigma ~ 10 the input-gradient (the score) vanishes: sampling from
+    # sigma_max then never removes the initial noise. E stays a scalar
+    # function of a_t, so the field stays conservative.
+    input_scale: str = "none"
+    time_scale: float = 1000.0               # sinusoidal embedding of t * time_scale
+    schedule: Schedule = field(default_factory=Schedule)
+
+    @property
+    def step_width(self) -> int:
+        """Width of one history step of ``cond``."""
+        return self.state_dim + sum(im.features for im in self.images)
+
+    @property
+    def cond_dim(self) -> int:
+        return self.obs_horizon * self.step_width
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: Dict[str, Any]) -> "ModelConfig":
+        d = dict(d)
+        d["images"] = [ImageSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in im.items()})
+                       for im in d.get("images", [])]
+        if "schedule" in d and isinstance(d["schedule"], dict):
+            d["schedule"] = Schedule(**d["schedule"])
+        for k in ("down_dims", "head_dims"):
+            if k in d:
+                d[k] = tuple(d[k])
+        known = {f.name for f in dataclasses.fields(ModelConfig)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return ModelConfig(**d)
+
+
+PAPER_SIZE = dict(down_dims=(64, 128, 256), pred_horizon=16, obs_horizon=2, action_dim=10)
+TINY_SIZE = dict(down_dims=(8, 16, 32), kernel_size=5, n_groups=4, time_embed_dim=16,
+                 state_hidden=32, head_dims=(32, 16))
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings (paper Table: AdamW 1e-4, wd 1e-6, batch 256, ...)."""
+
+    lr: float = 1e-4
+    weight_decay: float = 1e-6
+    batch_size: int = 256
+    warmup_steps: int = 500
+    steps: int = 100_000
+    grad_clip: float = 1.0
+    ema_decay: float = 0.9999
+    ema_power: float = 0.75
+    val_fraction: float = 0.1
+    val_every: int = 1000
+    val_batches: int = 8
+    ckpt_every: int = 5000
+    log_every: int = 50
+    seed: int = 0
+    num_workers: int = 0
+    threads: int = 2
+    device: str = "auto"
+
+
+def load_config_file(path: str | Path) -> Dict[str, Any]:
+    """Load a YAML or JSON config file into a dict with optional ``model``/``train`` sections."""
+    text = Path(path).read_text()
+    if str(path).endswith((".yaml", ".yml")):
+        import yaml
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: config must be a mapping")
+    return data
+
+
+def merge_train_config(base: TrainConfig, overrides: Optional[Dict[str, Any]]) -> TrainConfig:
+    if not overrides:
+        return base
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = set(overrides) - known
+    if unknown:
+        raise ValueError(f"unknown train config keys: {sorted(unknown)}")
+    return dataclasses.replace(base, **overrides)

@@ -1,0 +1,181 @@
+"""ONNX export of the energy-gradient graph (hand-written VJP) and the vision encoder.
+
+``energy_grad.onnx``: inputs ``a_t [B,T_p,D_a]``, ``cond [B,cond_dim]``, ``t [B]``;
+outputs ``grad_a [B,T_p,D_a]`` (= dE/da_t) and ``energy [B]``; opset 17,
+dynamic batch, spectral norm baked into plain weights.
+
+Every export verifies itself: the ONNX file is run in ONNX Runtime on random
+inputs and compared with torch autograd on the original model; a mismatch
+above the tolerance raises :class:`ExportCheckError` and the file is removed.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+from typing import Dict, Iterable, List, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .model import EnergyUNet, bake_spectral_norm
+
+OPSET = 17
+
+#: Operators the exported graphs may contain (all supported by TensorRT 10's ONNX parser).
+ALLOWED_OPS = frozenset({
+    "Conv", "ConvTranspose", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Neg",
+    "ReduceMean", "ReduceSum", "Reshape", "Exp", "Log", "Tanh", "Sigmoid", "Softplus",
+    "Sin", "Cos", "Concat", "Unsqueeze", "Squeeze", "Transpose", "Sqrt", "Reciprocal",
+    "Pow", "Slice", "Expand", "Shape", "Gather", "Constant", "Identity", "Flatten",
+    "Relu", "MaxPool", "GlobalAveragePool", "ConstantOfShape", "Split",
+})
+
+
+class ExportCheckError(RuntimeError):
+    """The exported graph does not reproduce torch autograd within tolerance."""
+
+
+class EnergyGradGraph(nn.Module):
+    """Traceable wrapper: (a_t, cond, t) -> (grad_a, energy)."""
+
+    def __init__(self, model: EnergyUNet) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, a_t: torch.Tensor, cond: torch.Tensor, t: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.model.energy_and_grad(a_t, cond, t)
+
+
+def prepare_for_export(model: EnergyUNet) -> EnergyUNet:
+    """Float32 CPU copy in eval mode with spectral norm baked into plain weights."""
+    m = copy.deepcopy(model).to("cpu", torch.float32).eval()
+    bake_spectral_norm(m)
+    for p in m.parameters():
+        p.requires_grad_(False)
+    return m
+
+
+def _export(module: nn.Module, args: tuple, path: Path, input_names: List[str], output_names: List[str],
+            dynamic_axes: Dict[str, Dict[int, str]]) -> None:
+    module.eval()
+    kwargs = dict(input_names=input_names, output_names=output_names, opset_version=OPSET,
+                  dynamic_axes=dynamic_axes, do_constant_folding=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(module, args, str(path), dynamo=False, **kwargs)
+        except TypeError:  # torch versions without the dynamo argument
+            torch.onnx.export(module, args, str(path), **kwargs)
+    module.eval()
+
+
+def graph_ops(path: str | Path) -> List[str]:
+    """Sorted operator types used in an ONNX file."""
+    import onnx
+
+    m = onnx.load(str(path))
+    return sorted({n.op_type for n in m.graph.node})
+
+
+def _rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    """Relative error ||a - b||_2 / ||b||_2 over the whole batch."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a64 - b64) / max(float(np.linalg.norm(b64)), 1e-30))
+
+
+def _max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max |b| (reported, not gated)."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a64 - b64)) / max(float(np.max(np.abs(b64))), 1e-30))
+
+
+def check_energy_grad(path: str | Path, model: EnergyUNet, batches: Iterable[int] = (1, 3),
+                      tol: float = 1e-5, seed: int = 0) -> Dict[str, float]:
+    """Compare ONNX Runtime with torch autograd (float64 reference) on random inputs.
+
+    Returns the worst relative errors ``{"grad_a": .., "energy": ..}`` (L2 norm
+    of the difference over the L2 norm of the reference, per batch; the
+    ``*_max`` entries give max-abs over max-abs for information); raises
+    :class:`ExportCheckError` when ``grad_a`` or ``energy`` exceeds ``tol``.
+    """
+    import onnxruntime as ort
+
+    cfg = model.cfg
+    ref = copy.deepcopy(model).to("cpu", torch.float64).eval()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    gen = torch.Generator().manual_seed(seed)
+    worst = {"grad_a": 0.0, "energy": 0.0, "grad_a_max": 0.0, "energy_max": 0.0}
+    T = cfg.schedule.T
+    for B in batches:
+        a = torch.randn(B, cfg.pred_horizon, cfg.action_dim, generator=gen) * 2.0
+        c = torch.randn(B, cfg.cond_dim, generator=gen)
+        t = torch.rand(B, generator=gen) * T
+        t[0] = cfg.schedule.gamma
+        if B > 1:
+            t[-1] = T
+        g_ort, e_ort = sess.run(["grad_a", "energy"], {"a_t": a.numpy(), "cond": c.numpy(), "t": t.numpy()})
+        s, e = ref.score(a.double(), c.double(), t.double())
+        g_ref, e_ref = (-s).numpy(), e.detach().numpy()
+        if g_ort.shape != g_ref.shape or e_ort.shape != e_ref.shape:
+            raise ExportCheckError(f"shape mismatch: onnx {g_ort.shape},{e_ort.shape} vs torch {g_ref.shape},{e_ref.shape}")
+        worst["grad_a"] = max(worst["grad_a"], _rel_err(g_ort, g_ref))
+        worst["energy"] = max(worst["energy"], _rel_err(e_ort, e_ref))
+        worst["grad_a_max"] = max(worst["grad_a_max"], _max_rel_err(g_ort, g_ref))
+        worst["energy_max"] = max(worst["energy_max"], _max_rel_err(e_ort, e_ref))
+    if not (worst["grad_a"] <= tol and worst["energy"] <= tol):
+        raise ExportCheckError(f"ONNX energy_grad differs from torch autograd: relative errors {worst} > {tol}")
+    return worst
+
+
+def export_energy_grad(model: EnergyUNet, path: str | Path, tol: float = 1e-5, check: bool = True) -> Dict[str, float]:
+    """Export ``energy_grad.onnx`` and verify it; removes the file and raises on failure."""
+    path = Path(path)
+    cfg = model.cfg
+    m = prepare_for_export(model)
+    graph = EnergyGradGraph(m).eval()
+    B = 2
+    args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), 0.5))
+    _export(graph, args, path, ["a_t", "cond", "t"], ["grad_a", "energy"],
+            {"a_t": {0: "batch"}, "cond": {0: "batch"}, "t": {0: "batch"}, "grad_a": {0: "batch"}, "energy": {0: "batch"}})
+    try:
+        ops = graph_ops(path)
+        bad = sorted(set(ops) - ALLOWED_OPS)
+        if bad:
+            raise ExportCheckError(f"energy_grad.onnx uses operators outside the allowed set: {bad}")
+        return check_energy_grad(path, model, tol=tol) if check else {}
+    except Exception:
+        if path.exists():
+            path.unlink()
+        raise
+
+
+def export_vision(encoder: nn.Module, image_shape: Tuple[int, int, int], path: str | Path,
+                  tol: float = 1e-4) -> Dict[str, float]:
+    """Export ``vision.onnx`` (image [B,3,H,W] -> features [B,F]) and verify it."""
+    import onnxruntime as ort
+
+    path = Path(path)
+    enc = copy.deepcopy(encoder).to("cpu", torch.float32).eval()
+    x = torch.randn(2, *image_shape)
+    _export(enc, (x,), path, ["image"], ["features"], {"image": {0: "batch"}, "features": {0: "batch"}})
+    try:
+        bad = sorted(set(graph_ops(path)) - ALLOWED_OPS - {"InstanceNormalization", "GroupNormalization"})
+        if bad:
+            raise ExportCheckError(f"vision.onnx uses operators outside the allowed set: {bad}")
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        xs = torch.randn(3, *image_shape, generator=torch.Generator().manual_seed(1))
+        (f_ort,) = sess.run(["features"], {"image": xs.numpy()})
+        with torch.no_grad():
+            f_ref = copy.deepcopy(encoder).to("cpu", torch.float64).eval()(xs.double()).numpy()
+        err = _rel_err(f_ort, f_ref)
+        if err > tol:
+            raise ExportCheckError(f"vision.onnx differs from torch: relative error {err} > {tol}")
+        return {"features": err}
+    except Exception:
+        if path.exists():
+            path.unlink()
+        raise

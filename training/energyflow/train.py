@@ -1,0 +1,423 @@
+"""Training (paper Algorithm 1) and export entry points.
+
+* denoising score matching with lambda(t) = sigma(t)^2, geometric VE schedule,
+  t ~ U[0, T], score = -dE/da through autograd (create_graph=True);
+* AdamW (lr 1e-4, wd 1e-6), batch 256, cosine decay with 500 warm-up steps,
+  gradient-norm clip 1.0, EMA weights (Diffusion Policy's power schedule)
+  used for export;
+* progress bar (loss, it/s, ETA), periodic validation loss, checkpoints that
+  resume exactly (model, EMA, optimiser, scheduler, every RNG), seeds;
+* multi-GPU through ``torchrun`` (DistributedDataParallel) when WORLD_SIZE > 1.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .config import PAPER_SIZE, TINY_SIZE, ImageSpec, ModelConfig, TrainConfig, merge_train_config
+from .data import DataError, Normalizer, WindowDataset, load_hdf5, split_demos
+from .losses import dsm_loss
+from .model import EnergyUNet
+from .preprocess import preprocess_batch
+
+
+# ---------------------------------------------------------------------------
+# policy = energy network + optional vision encoder; builds cond from a batch
+# ---------------------------------------------------------------------------
+class Policy(nn.Module):
+    """Energy network plus (optional) image encoder; ``cond`` layout per docs/bundle.md."""
+
+    def __init__(self, cfg: ModelConfig, vision_weights: Optional[str] = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.energy = EnergyUNet(cfg)
+        self.vision = None
+        if cfg.images:
+            from .vision import ResNet18GN, load_vision_weights
+
+            if len(cfg.images) > 1:
+                raise NotImplementedError("one camera per policy is supported")
+            self.vision = ResNet18GN()
+            if vision_weights:
+                load_vision_weights(self.vision, vision_weights)
+
+    def image_spec(self, im: ImageSpec) -> Dict[str, Any]:
+        return {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]], "channel_order": "RGB",
+                "mean": list(im.mean), "std": list(im.std)}
+
+    def build_cond(self, batch: Dict[str, torch.Tensor], train: bool = False) -> torch.Tensor:
+        """cond [B, T_o * step_width]: per history step (oldest first) state then image features."""
+        cfg = self.cfg
+        parts: List[torch.Tensor] = []
+        B = batch["actions"].shape[0]
+        if cfg.state_dim > 0:
+            parts.append(batch["state"].reshape(B, cfg.obs_horizon, cfg.state_dim))
+        for im in cfg.images:
+            imgs = batch[im.name]  # [B,T_o,H,W,3] uint8
+            flat = imgs.reshape(B * cfg.obs_horizon, *imgs.shape[2:])
+            x = preprocess_batch(flat, self.image_spec(im))
+            if train:
+                x = _random_shift(x, pad=4)
+            f = self.vision(x).reshape(B, cfg.obs_horizon, -1)
+            parts.append(f)
+        return torch.cat(parts, dim=-1).reshape(B, -1)
+
+
+def _random_shift(x: torch.Tensor, pad: int) -> torch.Tensor:
+    """Random-shift augmentation (replicate pad + random crop back to size)."""
+    B, C, H, W = x.shape
+    xp = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="replicate")
+    ox = torch.randint(0, 2 * pad + 1, (B,), device=x.device)
+    oy = torch.randint(0, 2 * pad + 1, (B,), device=x.device)
+    rows = (oy[:, None] + torch.arange(H, device=x.device)[None]).reshape(B, 1, H, 1).expand(B, C, H, W + 2 * pad)
+    xp = torch.gather(xp, 2, rows)
+    cols = (ox[:, None] + torch.arange(W, device=x.device)[None]).reshape(B, 1, 1, W).expand(B, C, H, W)
+    return torch.gather(xp, 3, cols)
+
+
+class LossModule(nn.Module):
+    """Computes the DSM loss in ``forward`` so DistributedDataParallel wraps the double backward."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        cond = self.policy.build_cond(batch, train=True)
+        return dsm_loss(self.policy.energy, batch["actions"], cond, self.policy.cfg.schedule, t=t, eps=eps)
+
+
+# ---------------------------------------------------------------------------
+class EMA:
+    """Exponential moving average of a module (Diffusion Policy's power schedule)."""
+
+    def __init__(self, model: nn.Module, max_decay: float = 0.9999, power: float = 0.75) -> None:
+        self.model = copy.deepcopy(model).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.max_decay, self.power, self.step = max_decay, power, 0
+
+    def decay(self) -> float:
+        d = 1.0 - (1.0 + self.step) ** (-self.power)
+        return float(min(max(d, 0.0), self.max_decay))
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        d = self.decay()
+        for pe, p in zip(self.model.parameters(), model.parameters()):
+            pe.mul_(d).add_(p.detach(), alpha=1.0 - d)
+        for be, b in zip(self.model.buffers(), model.buffers()):
+            be.copy_(b)
+        self.step += 1
+
+
+def lr_lambda(warmup: int, total: int):
+    """Linear warm-up then cosine decay to 0 (Diffusion Policy's ``cosine`` schedule)."""
+
+    def f(step: int) -> float:
+        if step < warmup:
+            return float(step + 1) / float(max(1, warmup))
+        prog = (step - warmup) / float(max(1, total - warmup))
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * min(1.0, prog))))
+
+    return f
+
+
+def _device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _to_device(batch: Dict[str, np.ndarray], device: torch.device) -> Dict[str, torch.Tensor]:
+    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device, non_blocking=True) for k, v in batch.items()}
+
+
+# ---------------------------------------------------------------------------
+class Trainer:
+    """Holds data, model, optimiser and RNG state; ``run()`` trains to ``cfg.steps``."""
+
+    def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, train_ds: WindowDataset,
+                 val_ds: Optional[WindowDataset], out: Path, meta: Dict[str, Any],
+                 vision_weights: Optional[str] = None, progress: bool = True) -> None:
+        self.mcfg, self.tcfg, self.out, self.meta = mcfg, tcfg, out, meta
+        self.train_ds, self.val_ds = train_ds, val_ds
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1:
+            import torch.distributed as dist
+
+            if not dist.is_initialized():
+                dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            self.device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+        else:
+            self.device = _device(tcfg.device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(max(1, tcfg.threads))
+        seed_everything(tcfg.seed)
+        self.policy = Policy(mcfg, vision_weights).to(self.device)
+        self.loss_mod: nn.Module = LossModule(self.policy)
+        if self.world > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.loss_mod = DDP(self.loss_mod, device_ids=ids)
+        self.ema = EMA(self.policy, tcfg.ema_decay, tcfg.ema_power)
+        self.opt = torch.optim.AdamW(self.policy.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_lambda(tcfg.warmup_steps, tcfg.steps))
+        self.step = 0
+        self.np_rng = np.random.default_rng(tcfg.seed + 7919 * self.rank)
+        self.gen = torch.Generator(device=self.device).manual_seed(tcfg.seed + 104729 * self.rank)
+        self.history: List[Dict[str, Any]] = []
+        self.progress = progress and self.rank == 0
+
+    # -- state ---------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        return {"step": self.step, "policy": self.policy.state_dict(), "ema": self.ema.model.state_dict(),
+                "ema_step": self.ema.step, "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+                "np_rng": self.np_rng.bit_generator.state, "gen": self.gen.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "model_cfg": self.mcfg.to_dict(), "train_cfg": dataclasses.asdict(self.tcfg), "meta": self.meta}
+
+    def load_state_dict(self, sd: Dict[str, Any]) -> None:
+        self.step = int(sd["step"])
+        self.policy.load_state_dict(sd["policy"])
+        self.ema.model.load_state_dict(sd["ema"])
+        self.ema.step = int(sd["ema_step"])
+        self.opt.load_state_dict(sd["opt"])
+        self.sched.load_state_dict(sd["sched"])
+        self.np_rng.bit_generator.state = sd["np_rng"]
+        self.gen.set_state(sd["gen"])
+        torch.set_rng_state(sd["torch_rng"])
+        if sd.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(sd["cuda_rng"])
+
+    def save(self, path: Optional[Path] = None) -> Path:
+        path = path or self.out / f"ckpt_{self.step:08d}.pt"
+        if self.rank == 0:
+            tmp = path.with_suffix(".tmp")
+            torch.save(self.state_dict(), tmp)
+            os.replace(tmp, path)
+            latest = self.out / "latest.pt"
+            tmp2 = latest.with_suffix(".tmp")
+            torch.save(self.state_dict(), tmp2)
+            os.replace(tmp2, latest)
+        return path
+
+    # -- steps ---------------------------------------------------------------
+    def _sample_noise(self, B: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+        c = self.mcfg
+        t = torch.rand(B, generator=gen, device=self.device) * c.schedule.T
+        eps = torch.randn(B, c.pred_horizon, c.action_dim, generator=gen, device=self.device)
+        return t, eps
+
+    def train_step(self) -> float:
+        B = self.tcfg.batch_size
+        idx = self.np_rng.integers(0, len(self.train_ds), size=B)
+        batch = _to_device(self.train_ds.batch(idx), self.device)
+        t, eps = self._sample_noise(B, self.gen)
+        self.policy.train()
+        loss = self.loss_mod(batch, t, eps)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.tcfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip)
+        self.opt.step()
+        self.sched.step()
+        self.ema.update(self.policy)
+        self.step += 1
+        return float(loss.detach())
+
+    def validate(self, use_ema: bool = True) -> Optional[float]:
+        """Mean DSM loss over fixed validation batches (fixed t/eps, so values are comparable)."""
+        if self.val_ds is None or len(self.val_ds) == 0:
+            return None
+        pol = self.ema.model if use_ema else self.policy
+        pol.eval()
+        gen = torch.Generator(device=self.device).manual_seed(12345)
+        rng = np.random.default_rng(12345)
+        tot, n = 0.0, 0
+        B = min(self.tcfg.batch_size, len(self.val_ds))
+        for _ in range(self.tcfg.val_batches):
+            idx = rng.integers(0, len(self.val_ds), size=B)
+            batch = _to_device(self.val_ds.batch(idx), self.device)
+            t, eps = self._sample_noise(B, gen)
+            with torch.no_grad():
+                cond = pol.build_cond(batch)
+            loss = dsm_loss(pol.energy, batch["actions"], cond, self.mcfg.schedule, t=t, eps=eps)
+            tot += float(loss.detach()) * B
+            n += B
+        return tot / n
+
+    def run(self) -> Dict[str, Any]:
+        tc = self.tcfg
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=tc.steps, initial=self.step, dynamic_ncols=True, desc="train", unit="it")
+        log = open(self.out / "log.jsonl", "a") if self.rank == 0 else None
+        t0, s0 = time.time(), self.step
+        ema_loss = None
+        last_val = None
+        try:
+            while self.step < tc.steps:
+                loss = self.train_step()
+                ema_loss = loss if ema_loss is None else 0.98 * ema_loss + 0.02 * loss
+                if bar is not None:
+                    bar.update(1)
+                    post = {"loss": f"{ema_loss:.4f}", "lr": f"{self.sched.get_last_lr()[0]:.2e}"}
+                    if last_val is not None:
+                        post["val"] = f"{last_val:.4f}"
+                    bar.set_postfix(post, refresh=False)
+                rec: Dict[str, Any] = {}
+                if self.step % tc.log_every == 0 or self.step == tc.steps:
+                    rec = {"step": self.step, "loss": loss, "loss_avg": ema_loss,
+                           "lr": self.sched.get_last_lr()[0],
+                           "it_per_s": (self.step - s0) / max(1e-9, time.time() - t0)}
+                if tc.val_every and (self.step % tc.val_every == 0 or self.step == tc.steps):
+                    last_val = self.validate()
+                    rec.update({"step": self.step, "val_loss": last_val})
+                if rec and log is not None:
+                    log.write(json.dumps(rec) + "\n")
+                    log.flush()
+                    self.history.append(rec)
+                if tc.ckpt_every and self.step % tc.ckpt_every == 0:
+                    self.save()
+        finally:
+            if bar is not None:
+                bar.close()
+            if log is not None:
+                log.close()
+        self.save()
+        elapsed = time.time() - t0
+        return {"steps": self.step, "seconds": elapsed, "it_per_s": (self.step - s0) / max(elapsed, 1e-9),
+                "val_loss": last_val, "train_loss": ema_loss}
+
+
+# ---------------------------------------------------------------------------
+def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, state_key: str,
+                   image_keys: Sequence[str], image_size: int = 96):
+    """Load + validate the HDF5 file, split by demo, fit normalisers, make ModelConfig and datasets."""
+    obs_keys = [state_key] if state_key else []
+    demos, info = load_hdf5(data, obs_keys, image_keys)
+    train_demos, val_demos = split_demos(demos, tcfg.val_fraction, tcfg.seed)
+    a_norm = Normalizer.fit(np.concatenate([d.actions for d in train_demos]))
+    s_norm = Normalizer.fit(np.concatenate([d.obs[state_key] for d in train_demos])) if state_key else None
+    over = dict(mcfg_over)
+    over.setdefault("action_dim", info.action_dim)
+    over["state_dim"] = int(np.prod(info.obs_shapes[state_key])) if state_key else 0
+    over["state_key"] = state_key or "state"
+    if over["action_dim"] != info.action_dim:
+        raise DataError(f"{data}: actions have {info.action_dim} dims but --action-dim is {over['action_dim']}")
+    images = []
+    for k in image_keys:
+        images.append(dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8)))
+    over["images"] = images
+    mcfg = ModelConfig.from_dict(over)
+    mk = lambda ds: WindowDataset(ds, state_key or None, list(image_keys), mcfg.obs_horizon, mcfg.pred_horizon,
+                                  mcfg.action_horizon, a_norm, s_norm) if ds else None
+    meta = {"data": str(data), "env": info.env, "train_demos": [d.name for d in train_demos],
+            "val_demos": [d.name for d in val_demos],
+            "action_norm": {"mean": a_norm.mean.tolist(), "std": a_norm.std.tolist()},
+            "state_norm": None if s_norm is None else {"mean": s_norm.mean.tolist(), "std": s_norm.std.tolist()}}
+    return mcfg, mk(train_demos), mk(val_demos), meta
+
+
+def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict[str, Any], state_key: str = "state",
+               image_keys: Sequence[str] = (), resume: Optional[str] = None, vision_weights: Optional[str] = None,
+               export_bundle: bool = True, name: Optional[str] = None, image_size: int = 96,
+               progress: bool = True) -> Dict[str, Any]:
+    """``python -m energyflow train``: returns a summary dict (also written to out/summary.json)."""
+    outp = Path(out)
+    outp.mkdir(parents=True, exist_ok=True)
+    tcfg = merge_train_config(TrainConfig(), train_over)
+    ckpt = None
+    if resume:
+        rp = outp / "latest.pt" if resume == "auto" else Path(resume)
+        if rp.exists():
+            ckpt = torch.load(str(rp), map_location="cpu", weights_only=False)
+            model_over = ckpt["model_cfg"]
+            model_over = {k: v for k, v in model_over.items() if k not in ("images",)} | {"images": model_over["images"]}
+            tcfg = merge_train_config(TrainConfig(**ckpt["train_cfg"]), train_over)
+        elif resume != "auto":
+            raise FileNotFoundError(rp)
+    mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size)
+    trainer = Trainer(mcfg, tcfg, train_ds, val_ds, outp, meta, vision_weights, progress)
+    if ckpt is not None:
+        trainer.load_state_dict(ckpt)
+    (outp / "config.json").write_text(json.dumps({"model": mcfg.to_dict(), "train": dataclasses.asdict(tcfg)},
+                                                 indent=1))
+    summary = trainer.run()
+    summary["windows"] = {"train": len(train_ds), "val": 0 if val_ds is None else len(val_ds)}
+    if export_bundle and trainer.rank == 0:
+        man = export_policy(trainer.ema.model, meta, outp / "bundle", name or Path(data).stem)
+        summary["bundle"] = str(outp / "bundle")
+        summary["export_check"] = man["model"].get("export_check")
+    if trainer.rank == 0:
+        (outp / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def export_policy(policy: Policy, meta: Dict[str, Any], out: Path, name: str, tol: float = 1e-5) -> Dict[str, Any]:
+    from .bundle import write_bundle
+
+    sn = meta.get("state_norm") or {}
+    return write_bundle(out, policy.energy, name, meta["action_norm"]["mean"], meta["action_norm"]["std"],
+                        sn.get("mean"), sn.get("std"), vision_encoder=policy.vision, tol=tol)
+
+
+def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Policy, Dict[str, Any]]:
+    ck = torch.load(str(path), map_location="cpu", weights_only=False)
+    mcfg = ModelConfig.from_dict(ck["model_cfg"])
+    pol = Policy(mcfg)
+    pol.load_state_dict(ck["ema"] if use_ema else ck["policy"])
+    return pol.eval(), ck["meta"]
+
+
+def export_from_checkpoint(ckpt: str, out: str, name: Optional[str] = None, use_ema: bool = True,
+                           tol: float = 1e-5) -> Dict[str, Any]:
+    pol, meta = load_checkpoint_policy(ckpt, use_ema)
+    return export_policy(pol, meta, Path(out), name or Path(meta.get("data", "policy")).stem, tol)
+
+
+def export_random(out: str, over: Dict[str, Any], paper_size: bool = False, tiny: bool = False, seed: int = 0,
+                  name: str = "random-init", image_keys: Sequence[str] = (), image_size: int = 96,
+                  tol: float = 1e-5) -> Dict[str, Any]:
+    """Random-init bundle (no training): ``--paper-size`` gives down dims 64/128/256, T_p=16, D_a=10."""
+    d: Dict[str, Any] = {}
+    if paper_size:
+        d.update(PAPER_SIZE)
+    if tiny:
+        d.update(TINY_SIZE)
+    d.update(over)
+    d["images"] = [dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8))
+                   for k in image_keys]
+    mcfg = ModelConfig.from_dict(d)
+    torch.manual_seed(seed)
+    pol = Policy(mcfg).eval()
+    meta = {"action_norm": {"mean": [0.0] * mcfg.action_dim, "std": [1.0] * mcfg.action_dim},
+            "state_norm": None if mcfg.state_dim == 0 else {"mean": [0.0] * mcfg.state_dim,
+                                                             "std": [1.0] * mcfg.state_dim}}
+    return export_policy(pol, meta, Path(out), name, tol)
