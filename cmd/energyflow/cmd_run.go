@@ -54,11 +54,13 @@ func newLogger(env *cliEnv, cfg *runtime.Config) *slog.Logger {
 // signal cancels ctx (graceful: the arm is halted, recordings are closed);
 // a second one exits at once.
 func runApp(ctx context.Context, env *cliEnv, cfg *runtime.Config) int {
-	return runAppWith(ctx, env, cfg, nil)
+	return runAppWith(ctx, env, cfg, false, nil)
 }
 
 // runAppWith is runApp with a per-tick observer (soak measurements).
-func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, onTick func(runtime.Tick, *safety.Decision)) int {
+// With showToken the viewer URL carries the view token (the local demo);
+// the service prints the URL only, so tokens stay out of the journal.
+func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, showToken bool, onTick func(runtime.Tick, *safety.Decision)) int {
 	log := newLogger(env, cfg)
 	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout, OnTick: onTick})
 	if err != nil {
@@ -67,7 +69,13 @@ func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, onTick fu
 	}
 	defer app.Close()
 	if u := app.ViewerURL(); u != "" {
-		fmt.Fprintf(env.stdout, "live view: %s (open it with the view token)\n", u)
+		if tel := app.Telemetry(); showToken && tel != nil {
+			// The local demo's operator may also RESET: the reset token's scope
+			// includes viewing and STOP.
+			fmt.Fprintf(env.stdout, "live view: %s#token=%s\n", u, tel.Tokens().Reset)
+		} else {
+			fmt.Fprintf(env.stdout, "live view: %s (open it with the view token)\n", u)
+		}
 	}
 	go func() {
 		<-ctx.Done()

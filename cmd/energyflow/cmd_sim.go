@@ -64,7 +64,9 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c := runtime.DefaultConfig()
 	c.Robot.Address = b.Modbus
 	c.Robot.Map = filepath.Join(root, simMapFile)
-	c.Robot.Timeout = 200 * time.Millisecond
+	// The bridge is a Python process sharing the cores with the runtime (and, in
+	// the demo, a browser decoding video): give its replies time.
+	c.Robot.Timeout = time.Second
 	c.Robot.State = []string{"observation"}
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
@@ -176,10 +178,10 @@ live view, and prints the viewer URL with its token.`)
 		defer cancel()
 	}
 	if *soakReport == "" {
-		return runApp(ctx, env, cfg)
+		return runAppWith(ctx, env, cfg, true, nil)
 	}
 	soak := newSoakMeter(int(cfg.Loop.RateHz*duration.Seconds()) + 16)
-	code := runAppWith(ctx, env, cfg, soak.onTick)
+	code := runAppWith(ctx, env, cfg, true, soak.onTick)
 	rep := soak.report(cfg.Loop.RateHz, *duration)
 	fmt.Fprintln(env.stdout, rep)
 	if err := os.WriteFile(*soakReport, []byte(rep+"\n"), 0o644); err != nil {
