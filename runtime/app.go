@@ -28,7 +28,7 @@ type AppOptions struct {
 	// Clock of the loop and the safety gate; nil: the system clock.
 	Clock Clock
 	// OnTick is passed to the loop (tests, evaluation harness).
-	OnTick func(tk Tick, d *safety.Decision)
+	OnTick func(tk Tick, d *safety.Decision, scores safety.Scores)
 }
 
 // App is the whole runtime built from a Config: bundle and sampler, arm,

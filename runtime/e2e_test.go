@@ -116,7 +116,7 @@ func startStack(t *testing.T, rateHz float64, edit func(*Config)) *stack {
 	if os.Getenv("E2E_DEBUG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	app, err := NewApp(ctx, &c, AppOptions{Logger: logger, Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision) {
+	app, err := NewApp(ctx, &c, AppOptions{Logger: logger, Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision, _ safety.Scores) {
 		s.mu.Lock()
 		s.ticks = append(s.ticks, tk)
 		s.decs = append(s.decs, d.State)

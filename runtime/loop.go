@@ -56,8 +56,9 @@ type LoopDeps struct {
 	Notifier   *Notifier
 	Logger     *slog.Logger
 	// OnTick, if set, is called at the end of every tick with its decision
-	// (tests and the evaluation harness use it). It must not block.
-	OnTick func(tk Tick, d *safety.Decision)
+	// and the scores the gate saw (NaN: none); tests and the evaluation
+	// harness use it. It must not block.
+	OnTick func(tk Tick, d *safety.Decision, scores safety.Scores)
 }
 
 // LoopStats are counters since Run started.
@@ -409,7 +410,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		l.d.Notifier.Healthy(end)
 	}
 	if l.d.OnTick != nil {
-		l.d.OnTick(tk, &dec)
+		l.d.OnTick(tk, &dec, scores)
 	}
 }
 

@@ -60,7 +60,7 @@ func runApp(ctx context.Context, env *cliEnv, cfg *runtime.Config) int {
 // runAppWith is runApp with a per-tick observer (soak measurements).
 // With showToken the viewer URL carries the view token (the local demo);
 // the service prints the URL only, so tokens stay out of the journal.
-func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, showToken bool, onTick func(runtime.Tick, *safety.Decision)) int {
+func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, showToken bool, onTick func(runtime.Tick, *safety.Decision, safety.Scores)) int {
 	log := newLogger(env, cfg)
 	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout, OnTick: onTick})
 	if err != nil {

@@ -327,9 +327,14 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 	var energies []float64
 	var stop safety.Reason
 	enc := json.NewEncoder(scores)
-	onTick := func(tk runtime.Tick, d *safety.Decision) {
+	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
 		defer mu.Unlock()
+		if !math.IsNaN(sc[safety.ScoreEnergy]) {
+			energies = append(energies, sc[safety.ScoreEnergy])
+		}
+		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "tick": tk.N, "state": d.State.String(),
+			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])})
 		if d.State == safety.Stopped && d.Reason.Kind != safety.KindStartup && stop.Kind == safety.KindNone {
 			stop = d.Reason
 			cancel()
@@ -363,13 +368,6 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 	<-watchDone
 	if ep, err := b.Episode(context.WithoutCancel(ctx)); err == nil {
 		r.Steps, r.Success, r.Return = ep.Step, ep.Success, ep.Return
-	}
-	for _, s := range app.Guard().Trace(nil) {
-		if !math.IsNaN(s.Scores[safety.ScoreEnergy]) {
-			energies = append(energies, s.Scores[safety.ScoreEnergy])
-		}
-		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "tick": s.Tick,
-			"energy": nanNull(s.Scores[safety.ScoreEnergy]), "centered_energy": nanNull(s.Scores[safety.ScoreCentered])})
 	}
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick

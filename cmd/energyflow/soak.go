@@ -65,7 +65,7 @@ func newSoakMeter(capacity int) *soakMeter {
 	return &soakMeter{jitter: make([]time.Duration, 0, capacity)}
 }
 
-func (s *soakMeter) onTick(tk efrt.Tick, d *safety.Decision) {
+func (s *soakMeter) onTick(tk efrt.Tick, d *safety.Decision, _ safety.Scores) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started {
