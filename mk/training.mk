@@ -17,4 +17,4 @@ paper-size-bundle:
 	$(TRAINING_PY) -m energyflow export --random-init --paper-size --out build/bundles/paper-size
 
 reward-recovery:
-	$(TRAINING_PY) training/scripts/reward_recovery.py --steps 4000
+	$(TRAINING_PY) training/scripts/reward_recovery.py --steps 5000 --threads 1

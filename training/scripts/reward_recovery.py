@@ -20,7 +20,7 @@ at >=10 held-out states:
   the nearest mode (Mahalanobis, within 3 sd); every mode with weight >= 0.1
   must receive at least a quarter of its expert share.
 
-Usage (CPU, minutes):  nice -n 10 .venv/bin/python training/scripts/reward_recovery.py --steps 4000
+Usage (CPU, minutes):  nice -n 10 .venv/bin/python training/scripts/reward_recovery.py --steps 5000
 """
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def evaluate(model: EnergyUNet, ex: Expert, mean: np.ndarray, std: np.ndarray, n
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dims", type=int, nargs="+", default=[2, 8])
-    p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--states", type=int, default=12)
