@@ -75,6 +75,12 @@ type LoopStats struct {
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
 }
 
+// loopCounters are LoopStats as atomics: the tick updates them without
+// locks or allocations, Stats reads them from any goroutine.
+type loopCounters struct {
+	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle atomic.Int64
+}
+
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
 type Loop struct {
 	d       LoopDeps
@@ -104,9 +110,9 @@ type Loop struct {
 	wait     *time.Timer
 	sample   telemetry.Sample
 	lastInf  time.Duration
+	thr      float64 // first monitored threshold (frozen with the gate's config); NaN: none
 
-	mu    sync.Mutex // guards stats for Stats()
-	stats LoopStats
+	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
 }
 
@@ -164,6 +170,10 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
 	l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
+	l.thr = math.NaN()
+	if th := d.Guard.Thresholds(); len(th) > 0 {
+		l.thr = th[0].Value
+	}
 	l.wait = time.NewTimer(time.Hour)
 	l.wait.Stop()
 	l.sample.Velocities = make([]float64, 0, 16)
@@ -175,9 +185,10 @@ func (l *Loop) Machine() *Machine { return l.machine }
 
 // Stats returns a copy of the counters.
 func (l *Loop) Stats() LoopStats {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.stats
+	c := &l.stats
+	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
+		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
+		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load()}
 }
 
 func (l *Loop) onTransition(t Transition) {
@@ -281,10 +292,8 @@ func (l *Loop) autoStart(ctx context.Context) {
 // tick is one control period. It allocates nothing after warm-up.
 func (l *Loop) tick(ctx context.Context, tk Tick) {
 	now := tk.Woke
-	l.mu.Lock()
-	l.stats.Ticks++
-	l.stats.Missed += tk.Missed
-	l.mu.Unlock()
+	l.stats.ticks.Add(1)
+	l.stats.missed.Add(tk.Missed)
 
 	// 1. Arm state → observation history.
 	armErr := l.d.Arm.State(ctx, &l.state)
@@ -292,7 +301,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		l.haveArm = true
 		l.obs.push(&l.state)
 	} else {
-		l.count(func(s *LoopStats) { s.ArmErrors++ })
+		l.stats.armErrors.Add(1)
 	}
 
 	// 2. A finished inference becomes the committed chunk.
@@ -302,14 +311,14 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			l.d.Metrics.ObserveInference(j.latency)
 		}
 		if j.err != nil {
-			l.count(func(s *LoopStats) { s.InferErrors++ })
+			l.stats.inferErrors.Add(1)
 			l.log.Warn("inference failed", "err", j.err)
 		} else {
 			l.seq++
 			copy(l.pred, j.res.Actions)
 			l.predTime, l.havePred = j.obsTime, true
 			l.chunk.Fill(j.res.Actions, l.start, l.ta, j.obsTime, l.period, l.seq)
-			l.count(func(s *LoopStats) { s.Chunks++ })
+			l.stats.chunks.Add(1)
 		}
 	}
 
@@ -317,7 +326,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.margin && armErr == nil {
 		if err := l.d.Cond.Build(l.obs.history(), l.infer.job.cond); err == nil {
 			l.infer.submit(l.obs.newest, now, 0)
-			l.count(func(s *LoopStats) { s.Replans++ })
+			l.stats.replans.Add(1)
 		} else {
 			l.log.Warn("build conditioning", "err", err)
 		}
@@ -340,7 +349,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	// 5. The action due now (latency compensation drops stale ones).
 	act, dropped, ok := l.chunk.Take(now, l.period)
 	if dropped > 0 {
-		l.count(func(s *LoopStats) { s.ActionsDropped += int64(dropped) })
+		l.stats.dropped.Add(int64(dropped))
 	}
 	if ok {
 		copy(l.cmd.Velocity, act[:l.nVel])
@@ -352,7 +361,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			l.cmd.Velocity[i] = 0
 		}
 		if st, _ := l.machine.State(); st == StateRunning {
-			l.count(func(s *LoopStats) { s.IdleTicks++ })
+			l.stats.idle.Add(1)
 		}
 	}
 	l.cmd.Gripper = l.lastGrip
@@ -369,7 +378,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			}
 			l.takeScore(j, &scores)
 		} else {
-			l.count(func(s *LoopStats) { s.ScoreLate++ })
+			l.stats.scoreLate.Add(1)
 		}
 	}
 	in := safety.Inputs{Tick: tk.N, Deadline: tk.Due, Now: now, Missed: tk.Missed, Scores: scores,
@@ -435,7 +444,7 @@ func (l *Loop) fillScoreWindow(now time.Time) {
 // takeScore copies a finished re-score into scores.
 func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 	if j.err != nil {
-		l.count(func(s *LoopStats) { s.ScoreErrors++ })
+		l.stats.scoreErrors.Add(1)
 		return
 	}
 	scores[safety.ScoreEnergy] = float64(j.score.Energy)
@@ -449,13 +458,7 @@ func (l *Loop) scoreWait() time.Duration {
 	return l.period / 2
 }
 
-func (l *Loop) threshold() float64 {
-	th := l.d.Guard.Thresholds()
-	if len(th) == 0 {
-		return math.NaN()
-	}
-	return th[0].Value
-}
+func (l *Loop) threshold() float64 { return l.thr }
 
 // syncMachine follows the gate: a trip moves RUNNING → STOPPED.
 func (l *Loop) syncMachine(d *safety.Decision) {
@@ -466,12 +469,6 @@ func (l *Loop) syncMachine(d *safety.Decision) {
 	case st == StateRunning && d.State == safety.Stopped:
 		_ = l.machine.To(StateStopped, d.Reason.Kind.String()+": "+d.Reason.Message)
 	}
-}
-
-func (l *Loop) count(f func(*LoopStats)) {
-	l.mu.Lock()
-	f(&l.stats)
-	l.mu.Unlock()
 }
 
 func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur time.Duration) {
