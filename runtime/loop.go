@@ -89,8 +89,8 @@ type Loop struct {
 	machine *Machine
 
 	obs      *stateObs
-	infer    *inferWorker
-	score    *scoreWorker
+	infer    *worker[inferJob]
+	score    *worker[scoreJob]
 	chunk    *Chunk
 	pred     []float32 // full prediction (T_p×D_a) of the committed chunk
 	predTime time.Time
@@ -227,8 +227,20 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); l.infer.run(wctx, l.d.Sampler, l.d.Clock.Now) }()
-	go func() { defer wg.Done(); l.score.run(wctx, l.d.Scorer, l.d.Clock.Now) }()
+	go func() {
+		defer wg.Done()
+		l.infer.run(wctx, func(j *inferJob) {
+			j.err = l.d.Sampler.Sample(j.cond, &j.res)
+			j.latency = l.d.Clock.Now().Sub(j.start)
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		l.score.run(wctx, func(j *scoreJob) {
+			j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
+			j.latency = l.d.Clock.Now().Sub(j.start)
+		})
+	}()
 	defer wg.Wait()
 	defer cancel()
 
@@ -325,7 +337,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	// 3. Replan when the committed chunk runs low; never wait for it.
 	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.margin && armErr == nil {
 		if err := l.d.Cond.Build(l.obs.history(), l.infer.job.cond); err == nil {
-			l.infer.submit(l.obs.newest, now, 0)
+			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
+			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {
 			l.log.Warn("build conditioning", "err", err)
@@ -342,7 +355,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
 		l.fillScoreWindow(now)
 		if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
-			l.score.submit(l.obs.newest, now)
+			l.score.job.obsTime, l.score.job.start = l.obs.newest, now
+			l.score.submit()
 		}
 	}
 

@@ -19,41 +19,29 @@ type PolicyScorer interface {
 	Score(actions, cond []float32) (engines.Score, error)
 }
 
-// inferJob is the single in-flight inference request and its result. Its
+// worker runs one job at a time in its own goroutine. The single job's
 // ownership alternates between the loop (while idle) and the worker (while
-// busy); nothing is allocated per request.
-type inferJob struct {
-	cond    []float32
-	obsTime time.Time
-	seq     int64
-	start   time.Time
-	res     engines.Result
-	latency time.Duration
-	err     error
-}
-
-// inferWorker runs sampling in its own goroutine so that a tick never waits
-// for inference.
-type inferWorker struct {
-	job  *inferJob
-	in   chan *inferJob
-	out  chan *inferJob
+// busy), so nothing is allocated per request. Only the loop calls submit,
+// poll and wait.
+type worker[J any] struct {
+	job  *J
+	in   chan *J
+	out  chan *J
 	busy bool
 }
 
-func newInferWorker(condDim int) *inferWorker {
-	return &inferWorker{job: &inferJob{cond: make([]float32, condDim)}, in: make(chan *inferJob, 1), out: make(chan *inferJob, 1)}
+func newWorker[J any](job *J) *worker[J] {
+	return &worker[J]{job: job, in: make(chan *J, 1), out: make(chan *J, 1)}
 }
 
-// run owns s until ctx is done; the caller closes nothing.
-func (w *inferWorker) run(ctx context.Context, s PolicySampler, now func() time.Time) {
+// run executes do on each submitted job until ctx is done.
+func (w *worker[J]) run(ctx context.Context, do func(*J)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case j := <-w.in:
-			j.err = s.Sample(j.cond, &j.res)
-			j.latency = now().Sub(j.start)
+			do(j)
 			select {
 			case w.out <- j:
 			case <-ctx.Done():
@@ -63,84 +51,19 @@ func (w *inferWorker) run(ctx context.Context, s PolicySampler, now func() time.
 	}
 }
 
-// submit hands the job to the worker; false if one is in flight.
-func (w *inferWorker) submit(obsTime, start time.Time, seq int64) bool {
+// submit hands the job (filled by the caller) to the worker; false if one
+// is in flight.
+func (w *worker[J]) submit() bool {
 	if w.busy {
 		return false
 	}
-	w.job.obsTime, w.job.start, w.job.seq = obsTime, start, seq
 	w.busy = true
 	w.in <- w.job
 	return true
 }
 
-// poll returns the finished job, or nil. The job is the loop's again until
-// the next submit.
-func (w *inferWorker) poll() *inferJob {
-	select {
-	case j := <-w.out:
-		w.busy = false
-		return j
-	default:
-		return nil
-	}
-}
-
-// scoreJob is the single in-flight re-scoring request.
-type scoreJob struct {
-	actions []float32
-	cond    []float32
-	obsTime time.Time
-	score   engines.Score
-	err     error
-	latency time.Duration
-	start   time.Time
-}
-
-// scoreWorker re-scores the committed chunk under the newest observation
-// (one batched energy evaluation) so the safety monitor sees a fresh score
-// every tick.
-type scoreWorker struct {
-	job  *scoreJob
-	in   chan *scoreJob
-	out  chan *scoreJob
-	busy bool
-}
-
-func newScoreWorker(window, condDim int) *scoreWorker {
-	return &scoreWorker{job: &scoreJob{actions: make([]float32, window), cond: make([]float32, condDim)},
-		in: make(chan *scoreJob, 1), out: make(chan *scoreJob, 1)}
-}
-
-func (w *scoreWorker) run(ctx context.Context, s PolicyScorer, now func() time.Time) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case j := <-w.in:
-			j.score, j.err = s.Score(j.actions, j.cond)
-			j.latency = now().Sub(j.start)
-			select {
-			case w.out <- j:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-func (w *scoreWorker) submit(obsTime, start time.Time) bool {
-	if w.busy {
-		return false
-	}
-	w.job.obsTime, w.job.start = obsTime, start
-	w.busy = true
-	w.in <- w.job
-	return true
-}
-
-// poll returns a finished job without waiting, or nil.
-func (w *scoreWorker) poll() *scoreJob {
+// poll returns the finished job without waiting, or nil.
+func (w *worker[J]) poll() *J {
 	if !w.busy {
 		return nil
 	}
@@ -153,9 +76,9 @@ func (w *scoreWorker) poll() *scoreJob {
 	}
 }
 
-// wait returns the finished job, waiting at most until deadline; nil if the
-// worker is idle or still busy at the deadline.
-func (w *scoreWorker) wait(deadline <-chan time.Time) *scoreJob {
+// wait returns the finished job, waiting at most until deadline fires; nil
+// if the worker is idle or still busy then.
+func (w *worker[J]) wait(deadline <-chan time.Time) *J {
 	if !w.busy {
 		return nil
 	}
@@ -166,4 +89,34 @@ func (w *scoreWorker) wait(deadline <-chan time.Time) *scoreJob {
 	case <-deadline:
 		return nil
 	}
+}
+
+// inferJob is the in-flight sampling request and its result.
+type inferJob struct {
+	cond    []float32
+	obsTime time.Time
+	start   time.Time
+	res     engines.Result
+	latency time.Duration
+	err     error
+}
+
+// scoreJob is the in-flight re-scoring request: the committed plan under the
+// newest observation.
+type scoreJob struct {
+	actions []float32
+	cond    []float32
+	obsTime time.Time
+	start   time.Time
+	score   engines.Score
+	latency time.Duration
+	err     error
+}
+
+func newInferWorker(condDim int) *worker[inferJob] {
+	return newWorker(&inferJob{cond: make([]float32, condDim)})
+}
+
+func newScoreWorker(window, condDim int) *worker[scoreJob] {
+	return newWorker(&scoreJob{actions: make([]float32, window), cond: make([]float32, condDim)})
 }

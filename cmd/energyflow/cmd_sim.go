@@ -112,6 +112,22 @@ func resolveBundle(root string, f *simFlags) string {
 	return filepath.Join(root, "bundles", "metaworld-"+f.task)
 }
 
+// startSimBridge finds the checkout and starts the bridge for the flags:
+// lockstep for evaluation, real time at --rate for the demo.
+func startSimBridge(ctx context.Context, env *cliEnv, f *simFlags, lockstep bool) (string, *bridge, error) {
+	root, err := projectRoot()
+	if err != nil {
+		return "", nil, err
+	}
+	o := bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed, mapFile: filepath.Join(root, simMapFile),
+		lockstep: lockstep, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")}
+	if !lockstep {
+		o.rateHz = f.rate
+	}
+	b, err := startBridge(ctx, o)
+	return root, b, err
+}
+
 // cmdSimDemo is `energyflow sim`: the simulated robot demo.
 func cmdSimDemo(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
@@ -137,13 +153,7 @@ live view, and prints the viewer URL with its token.`)
 		}
 		return exitUsage
 	}
-	root, err := projectRoot()
-	if err != nil {
-		fmt.Fprintln(env.stderr, "energyflow sim:", err)
-		return exitFailure
-	}
-	b, err := startBridge(ctx, bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed,
-		mapFile: filepath.Join(root, simMapFile), rateHz: f.rate, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")})
+	root, b, err := startSimBridge(ctx, env, &f, false)
 	if err != nil {
 		fmt.Fprintln(env.stderr, "energyflow sim:", err)
 		return exitFailure
@@ -252,13 +262,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return exitUsage
 	}
-	root, err := projectRoot()
-	if err != nil {
-		fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
-		return exitFailure
-	}
-	b, err := startBridge(ctx, bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed,
-		mapFile: filepath.Join(root, simMapFile), lockstep: true, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")})
+	root, b, err := startSimBridge(ctx, env, &f, true)
 	if err != nil {
 		fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
 		return exitFailure
