@@ -1,40 +1,94 @@
 #!/usr/bin/env bash
 # Closed-loop evaluation of the shipped bundles through the real runtime
-# (camera → policy → safety → Modbus → Meta-World), as in docs/evaluation.md.
+# (camera → policy → safety → Modbus → Meta-World), and the report of
+# docs/evaluation.md: every number there comes from this script.
 #
-#   scripts/evaluate.sh [--quick] [--episodes N] [--tasks "t1 t2"] [--levels "0 S M L"] [--steps "10 20"]
+#   scripts/evaluate.sh [--quick] [--episodes N] [--tasks "t1 t2"] [--levels "0 S M L"]
+#                       [--steps "10 20"] [--policies "energyflow diffusion"]
+#                       [--faults "push object"] [--fault-tasks "button-press"]
+#                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
 #
-# Writes build/eval/<task>_<level>_K<k>.json (summaries), .jsonl (per-tick
-# energy scores) and prints a markdown table. --quick runs 2 short episodes
-# at level 0 to check the pipeline, not the numbers.
+# Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
+# diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
+# DDIM with its manifest's 20 steps). Faults (docs/sim.md) run EnergyFlow at
+# level 0 with the first K, injected at environment step 30.
+# Every cell uses the same episode seeds (--seed, --seed+1, ...).
+#
+# Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>].{json,jsonl,log} and
+# <out>/report.md (+ report.json, img/*.png) via scripts/eval_report.py.
+# --publish copies the report to docs/evaluation-results.md and the plots to
+# docs/img/. --quick checks the pipeline, not the numbers: 2 short episodes
+# of each policy at level 0 and one fault episode, into build/eval-quick.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-episodes=50; tasks="button-press"; levels="0 S M L"; ks="10 20"; maxsteps=200
+episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
+policies="energyflow diffusion"; faults="push object"; fault_tasks="button-press drawer-open"
+maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) episodes=2; levels="0"; ks="20"; maxsteps=30; shift ;;
+    --quick) episodes=2; tasks="button-press"; levels="0"; ks="20"; maxsteps=40; faults="object"
+             fault_tasks="button-press"; fault_step=10; out=build/eval-quick; shift ;;
     --episodes) episodes=$2; shift 2 ;;
     --tasks) tasks=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
     --steps) ks=$2; shift 2 ;;
+    --policies) policies=$2; shift 2 ;;
+    --faults) faults=$2; shift 2 ;;
+    --fault-tasks) fault_tasks=$2; shift 2 ;;
     --max-steps) maxsteps=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --publish) publish=1; shift ;;
     *) echo "evaluate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 make --no-print-directory build >/dev/null
-mkdir -p build/eval
-echo "| task | level | K | success | 95% CI | mean length | safety stops |"
-echo "|---|---|---|---|---|---|---|"
-for task in $tasks; do for level in $levels; do for k in $ks; do
-  base=build/eval/${task}_${level}_K${k}
-  ./bin/energyflow sim eval --task "$task" --level "$level" --steps "$k" --episodes "$episodes" \
-    --max-steps "$maxsteps" --seed 1000 --scores "$base.jsonl" --json "$base.json" > "$base.txt" 2> "$base.log"
-  .venv/bin/python - "$base.json" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))
-trips = ", ".join(f"{k}={v}" for k, v in sorted(s["trips"].items())) or "none"
-print(f"| {s['task']} | {s['level']} | {s['steps_k']} | {s['successes']}/{s['episodes']} = {100*s['success_rate']:.0f}% "
-      f"| {100*s['ci95_low']:.0f}–{100*s['ci95_high']:.0f}% | {s['mean_length']:.0f} | {trips} |")
-PY
-done; done; done
+mkdir -p "$out"
+
+# run NAME EXTRA_ARGS...: one cell; a cell already on disk with as many episodes is kept
+run() {
+  local name=$1; shift
+  local base=$out/$name
+  if [ -f "$base.json" ] && [ "$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["episodes"])' "$base.json")" = "$episodes" ]; then
+    echo "kept   $name"; return
+  fi
+  echo "run    $name"
+  ./bin/energyflow sim eval --episodes "$episodes" --max-steps "$maxsteps" --rate "$rate" --seed "$seed" \
+    --scores "$base.jsonl" --json "$base.json" "$@" > "$base.txt" 2> "$base.log" || {
+      echo "evaluate.sh: $name failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
+  cat "$base.txt"
+}
+
+for task in $tasks; do
+  for policy in $policies; do
+    case "$policy" in
+      energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
+      diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+      *) echo "evaluate.sh: unknown policy $policy" >&2; exit 2 ;;
+    esac
+    if [ ! -f "$bundle/manifest.json" ]; then
+      echo "skip   $policy $task: no bundle $bundle (scripts/train-defaults.sh)" >&2; continue
+    fi
+    for level in $levels; do for k in $pks; do
+      run "${policy}_${task}_${level}_K${k}" --task "$task" --bundle "$bundle" --level "$level" --steps "$k"
+    done; done
+  done
+  case " $fault_tasks " in *" $task "*)
+    k=${ks%% *}
+    for fault in $faults; do
+      run "energyflow_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
+        --steps "$k" --fault "$fault" --fault-step "$fault_step"
+    done ;;
+  esac
+done
+
+.venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
+echo "report: $out/report.md"
+if [ "$publish" = 1 ]; then
+  mkdir -p docs/img
+  cp "$out"/img/*.png docs/img/
+  sed "s#$out/img/#img/#g" "$out/report.md" > docs/evaluation-results.md
+  echo "published: docs/evaluation-results.md, docs/img/"
+fi

@@ -48,7 +48,7 @@ from pymodbus.server import ModbusTcpServer  # noqa: E402
 
 from . import ood  # noqa: E402
 from .regmap import RegisterMap, load_map  # noqa: E402
-from .world import DEFAULT_CAMERA, TASKS, World, normalize_task  # noqa: E402
+from .world import DEFAULT_CAMERA, TASKS, Fault, World, normalize_task  # noqa: E402
 
 log = logging.getLogger("sim.bridge")
 
@@ -343,11 +343,12 @@ class Bridge:
         if ev is not None:
             ev.set()
 
-    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None) -> dict:
+    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None,
+              fault: Fault | None = None) -> dict:
         if level is None and self.pending_level is not None:
             level = self.pending_level
         self.pending_level = None
-        self.world.reset(task=task, level=level, seed=seed)
+        self.world.reset(task=task, level=level, seed=seed, fault=fault)
         self.fault &= ~(F_INTERNAL | F_BAD_COMMAND)
         self._after_done = 0
         self._prev_pos = None
@@ -499,7 +500,10 @@ class Bridge:
                     task = normalize_task(req["task"]) if req.get("task") is not None else None
                     level = ood.normalize_level(req["level"]) if req.get("level") is not None else None
                     seed = int(req["seed"]) if req.get("seed") is not None else None
-                    info = self.reset(task=task, level=level, seed=seed)
+                    fault = None
+                    if req.get("fault"):
+                        fault = Fault(str(req["fault"]), int(req.get("fault_step", 0)))
+                    info = self.reset(task=task, level=level, seed=seed, fault=fault)
                 else:
                     level = ood.normalize_level(req["level"])
                     if req.get("now"):

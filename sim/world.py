@@ -112,6 +112,35 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
     return before, after
 
 
+# Injected faults (docs/sim.md, docs/evaluation.md): things the
+# demonstrations never contained, switched on at a given environment step.
+#   push:   the arm is shoved PUSH_DISTANCE m in a seeded horizontal direction
+#           (the mocap target jumps, the weld drags the hand after it), once.
+#   object: a second object appears in the state vector's empty object slot
+#           (obs[11:18], pose of "object 2", zero in the demonstrations of every
+#           task but hammer, whose slot holds the nail), 6 cm beside the hand
+#           where it was at the onset, as a perception stack would report a
+#           new thing on the table. The physics is unchanged.
+FAULTS = ("push", "object")
+PUSH_DISTANCE = 0.08
+OBJ2 = slice(11, 18)
+OBJ2_PREV = slice(29, 36)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected fault: kind (one of FAULTS) from environment step ``step``."""
+
+    kind: str
+    step: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULTS:
+            raise ValueError(f"fault kind {self.kind!r}: want one of {', '.join(FAULTS)}")
+        if self.step < 0:
+            raise ValueError(f"fault step {self.step}: must be >= 0")
+
+
 @dataclass
 class StepResult:
     obs: np.ndarray
@@ -152,6 +181,9 @@ class World:
         self.unstable = False
         self.obs = np.zeros(OBS_DIM)
         self.sample: ood.Sample | None = None
+        self.fault: Fault | None = None
+        self._fault_vec = np.zeros(3)
+        self._obj2: np.ndarray | None = None
         self.last_render_s = 0.0
         self.last_step_s = 0.0
 
@@ -185,7 +217,12 @@ class World:
         self._envs.clear()
 
     # --- episodes ---------------------------------------------------------------
-    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None) -> np.ndarray:
+    def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None,
+              fault: Fault | None = None) -> np.ndarray:
+        """Start an episode. ``fault`` (or None) is injected during this episode only."""
+        if fault is not None and fault.kind == "object" and normalize_task(task or self.task) == "hammer":
+            raise ValueError("fault object: hammer's second object slot holds the nail; "
+                             "the object fault needs an empty slot (every other task)")
         if task is not None:
             self.task = normalize_task(task)
         if level is not None:
@@ -219,6 +256,10 @@ class World:
             obs[18:36] = obs[0:18]
             env._prev_obs = obs[0:18].copy()
         self.obs = np.asarray(obs, dtype=np.float64)
+        self.fault = fault
+        self._obj2 = None
+        ang = np.random.default_rng([self.seed, 7919]).uniform(0, 2 * np.pi)
+        self._fault_vec = PUSH_DISTANCE * np.array([np.cos(ang), np.sin(ang), 0.0])
         self.episode += 1
         self.step_count = 0
         self.success = False
@@ -236,9 +277,14 @@ class World:
             return StepResult(self.obs, 0.0, self.success, True, self.unstable)
         t0 = time.perf_counter()
         env = self.env
+        f = self.fault
+        if f is not None and f.kind == "push" and self.step_count == f.step:
+            env.data.mocap_pos[0] = np.clip(env.data.mocap_pos[0] + self._fault_vec, env.mocap_low, env.mocap_high)
         obs, reward, _term, trunc, info = env.step(a)
         self.last_step_s = time.perf_counter() - t0
         self.obs = np.asarray(obs, dtype=np.float64)
+        if f is not None and f.kind == "object" and self.step_count + 1 >= f.step:
+            self._inject_object()
         self.step_count += 1
         self.ret += float(reward)
         if info.get("success") and not self.success:
@@ -247,6 +293,19 @@ class World:
         self.truncated = bool(trunc) or self.step_count >= self.max_steps
         self.unstable = bool(getattr(env, "_did_see_sim_exception", False))
         return StepResult(self.obs, float(reward), self.success, self.truncated, self.unstable)
+
+    def _inject_object(self) -> None:
+        """Write the distractor's pose into obs[11:18] (and the previous frame's slot after the onset step)."""
+        if self._obj2 is None:
+            pos = self.obs[0:3] + np.array([0.06, 0.0, 0.0])
+            pos[2] = max(pos[2] - 0.05, 0.02)
+            self._obj2 = np.concatenate([pos, [1.0, 0.0, 0.0, 0.0]])
+            first = True
+        else:
+            first = False
+        self.obs[OBJ2] = self._obj2
+        if not first:
+            self.obs[OBJ2_PREV] = self._obj2
 
     def hold(self) -> None:
         """Stop the arm where it is: the mocap target jumps to the hand (a controller's stop)."""
@@ -318,6 +377,7 @@ class World:
             "done": self.truncated or self.success,
             "unstable": self.unstable,
             "rand_vec": [float(x) for x in s.rand_vec] if s else None,
+            "fault": {"kind": self.fault.kind, "step": self.fault.step} if self.fault else None,
             "bodies": {k: [float(x) for x in v[0]] for k, v in s.bodies.items()} if s else {},
             "goal": [float(x) for x in self.obs[36:39]],
         }

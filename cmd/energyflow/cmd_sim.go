@@ -42,7 +42,8 @@ func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 // simFlags are shared by the demo and the evaluation.
 type simFlags struct {
 	task, level, bundle, listen, camera string
-	seed, steps                         int
+	fault                               string // injected fault (sim eval only): "", push or object
+	seed, steps, faultStep              int
 	rate                                float64
 	verbose                             bool
 }
@@ -178,7 +179,7 @@ live view, and prints the viewer URL with its token.`)
 			ep, err := b.Episode(ctx)
 			if err == nil && ep.Done {
 				seed++
-				_, _ = b.Reset(ctx, f.task, ep.Level, seed)
+				_, _ = b.Reset(ctx, f.task, ep.Level, seed, "", 0)
 			}
 		}
 	}()
@@ -242,6 +243,8 @@ type evalResult struct {
 	Return    float64 `json:"return"`
 	StopKind  string  `json:"stop_kind,omitempty"`
 	StopTick  int64   `json:"stop_tick,omitempty"`
+	Fault     string  `json:"fault,omitempty"`
+	FaultStep int     `json:"fault_step,omitempty"`
 	InferP50  float64 `json:"inference_p50_ms"`
 	MeanScore float64 `json:"mean_energy"`
 }
@@ -256,6 +259,8 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	maxSteps := fs.Int("max-steps", 300, "environment steps per episode before it counts as a failure")
 	out := fs.String("scores", "", "write per-tick scores (JSON lines) to this file")
 	summary := fs.String("json", "", "write the summary as JSON to this file")
+	fs.StringVar(&f.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm) or object (an unseen object appears); docs/sim.md")
+	fs.IntVar(&f.faultStep, "fault-step", 30, "environment step at which --fault starts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -313,8 +318,11 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 // evalEpisode runs one episode: reset the world, build the runtime against
 // it, run until success, the step limit, or a safety stop.
 func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *bridge, idx, seed, maxSteps int, scores io.Writer) (evalResult, error) {
-	r := evalResult{Episode: idx, Seed: seed}
-	if _, err := b.Reset(ctx, f.task, f.level, seed); err != nil {
+	r := evalResult{Episode: idx, Seed: seed, Fault: f.fault}
+	if f.fault != "" {
+		r.FaultStep = f.faultStep
+	}
+	if _, err := b.Reset(ctx, f.task, f.level, seed, f.fault, f.faultStep); err != nil {
 		return r, err
 	}
 	cfg, err := simConfig(root, f, b, "")

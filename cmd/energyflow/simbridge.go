@@ -197,10 +197,14 @@ func (b *bridge) do(ctx context.Context, method, path string, body any, out any)
 	return nil
 }
 
-// Reset starts a new episode.
-func (b *bridge) Reset(ctx context.Context, task, level string, seed int) (episode, error) {
+// Reset starts a new episode; fault ("" for none, push or object) is injected from environment step faultStep.
+func (b *bridge) Reset(ctx context.Context, task, level string, seed int, fault string, faultStep int) (episode, error) {
 	var ep episode
-	err := b.do(ctx, http.MethodPost, "/episode/reset", map[string]any{"task": task, "level": level, "seed": seed}, &ep)
+	req := map[string]any{"task": task, "level": level, "seed": seed}
+	if fault != "" {
+		req["fault"], req["fault_step"] = fault, faultStep
+	}
+	err := b.do(ctx, http.MethodPost, "/episode/reset", req, &ep)
 	return ep, err
 }
 

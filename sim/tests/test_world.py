@@ -28,3 +28,43 @@ def test_no_camera_world_and_info():
     assert info["task"] == "drawer-open" and info["level"] == "S" and info["step"] == 0
     assert info["goal"] == list(obs[36:39])
     w.close()
+
+
+def _rollout(w, pol, n):
+    obs, out = w.obs, []
+    for _ in range(n):
+        obs = w.step(pol.get_action(obs)).obs.copy()
+        out.append(obs)
+    return np.array(out)
+
+
+def test_faults_change_the_episode_from_their_step_only():
+    import pytest
+
+    from sim.world import OBJ2, OBJ2_PREV, Fault
+
+    w = World("button-press", camera_size=None)
+    pol = expert_policy("button-press")
+    w.reset(seed=3)
+    clean = _rollout(w, pol, 20)
+    w.reset(seed=3, fault=Fault("object", 10))
+    obj = _rollout(w, pol, 20)
+    assert w.info()["fault"] == {"kind": "object", "step": 10}
+    np.testing.assert_array_equal(obj[:9], clean[:9])        # steps 1..9 untouched
+    assert np.all(clean[:, OBJ2] == 0)
+    assert np.all(obj[9:, OBJ2][:, 3] == 1.0) and np.abs(obj[9:, OBJ2][:, :3]).sum() > 0
+    assert np.all(obj[9, OBJ2_PREV] == 0) and np.all(obj[10:, OBJ2_PREV] == obj[10:, OBJ2])
+    np.testing.assert_array_equal(obj[:, 0:3], clean[:, 0:3])  # the physics is unchanged
+
+    w.reset(seed=3, fault=Fault("push", 10))
+    push = _rollout(w, pol, 20)
+    np.testing.assert_array_equal(push[:10], clean[:10])
+    moved = np.linalg.norm(push[12, 0:3] - clean[12, 0:3])
+    assert moved > 0.02, moved                               # the hand was shoved
+    w.reset(seed=3)
+    assert w.fault is None                                   # one episode only
+    with pytest.raises(ValueError, match="hammer"):
+        w.reset(task="hammer", fault=Fault("object", 5))
+    with pytest.raises(ValueError, match="want one of"):
+        Fault("smoke", 1)
+    w.close()

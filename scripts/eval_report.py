@@ -1,0 +1,346 @@
+"""Tables and plots of docs/evaluation.md from the runs scripts/evaluate.sh writes.
+
+    .venv/bin/python scripts/eval_report.py [--dir build/eval] [--out build/eval/report.md]
+                                            [--img docs/img] [--rate 20]
+
+Input: ``<dir>/<policy>_<task>_<level>_K<k>[_<fault>].json`` (``energyflow sim
+eval --json``) and the ``.jsonl`` beside it (``--scores``: one line per tick
+with the re-scored energy of the committed chunk). Output: a markdown report
+(success table beside the paper's Table 2, safety AUROC / detection delay /
+false trips per hour, reward AUROC) and PNG plots.
+
+Definitions (written out in the report too):
+
+* an episode's monitor score is the maximum per-tick score while RUNNING
+  (for injected faults: from the fault's onset on);
+* AUROC separates level-0 episodes (negatives) from S/M/L or fault episodes
+  (positives), Mann-Whitney with ties counted half;
+* detection: replaying the safety monitor's default rule (3 of the last 5
+  ticks above the threshold) on the trace; delay in ticks from onset (the
+  first RUNNING tick for S/M/L; fault onset = first RUNNING tick + fault step,
+  one environment step per command);
+* reward: an episode's mean centered reward -(E - mean_m E(ref_m)) and mean
+  raw -E; AUROC of ranking successes above failures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# Paper Table 2 (Meta-World, level 0, success %, mean over 5 seeds).
+PAPER = {
+    "energyflow": {"button-press": 100.0, "drawer-open": 94.2, "assembly": 82.6, "bin-picking": 90.9, "hammer": 94.6},
+    "diffusion": {"button-press": 100.0, "drawer-open": 93.6, "assembly": 76.4, "bin-picking": 89.6, "hammer": 94.0},
+}
+TASKS = ["button-press", "drawer-open", "assembly", "bin-picking", "hammer"]
+LEVELS = ["0", "S", "M", "L"]
+POLICY_NAMES = {"energyflow": "EnergyFlow", "diffusion": "Diffusion Policy (ours, same U-Net)",
+                "lerobot": "LeRobot Diffusion Policy"}
+NAME = re.compile(r"^(?P<policy>[a-z]+)_(?P<task>[a-z-]+)_(?P<level>[0SML])_K(?P<k>\d+)(?:_(?P<fault>[a-z]+))?$")
+RULE_N, RULE_M = 3, 5
+
+
+@dataclass
+class Episode:
+    success: bool
+    steps: int
+    stop: str
+    fault_step: int
+    ticks: List[Tuple[int, str, Optional[float], Optional[float]]] = field(default_factory=list)
+
+    def running(self) -> List[Tuple[int, Optional[float], Optional[float]]]:
+        return [(t, e, c) for t, s, e, c in self.ticks if s == "RUNNING"]
+
+    def onset(self) -> Optional[int]:
+        r = self.running()
+        return None if not r else r[0][0] + self.fault_step
+
+
+@dataclass
+class Cell:
+    policy: str
+    task: str
+    level: str
+    k: int
+    fault: str
+    summary: dict
+    episodes: List[Episode]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> Tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def auroc(neg: Sequence[float], pos: Sequence[float]) -> float:
+    """P(score_pos > score_neg) + 0.5 P(tie); NaN when a side is empty."""
+    neg, pos = np.asarray(neg, float), np.asarray(pos, float)
+    if len(neg) == 0 or len(pos) == 0:
+        return float("nan")
+    gt = (pos[:, None] > neg[None, :]).mean()
+    eq = (pos[:, None] == neg[None, :]).mean()
+    return float(gt + 0.5 * eq)
+
+
+def load(d: Path) -> List[Cell]:
+    cells = []
+    for js in sorted(d.glob("*.json")):
+        m = NAME.match(js.stem)
+        if not m:
+            continue
+        s = json.loads(js.read_text())
+        eps = [Episode(bool(r["success"]), int(r["steps"]), r.get("stop_kind", ""), int(r.get("fault_step", 0)))
+               for r in s.get("results", [])]
+        jl = js.with_suffix(".jsonl")
+        if jl.exists():
+            for line in jl.read_text().splitlines():
+                t = json.loads(line)
+                i = int(t["episode"])
+                if 0 <= i < len(eps):
+                    eps[i].ticks.append((int(t["tick"]), t["state"], t.get("energy"), t.get("centered_energy")))
+        cells.append(Cell(m["policy"], m["task"], m["level"], int(m["k"]), m["fault"] or "", s, eps))
+    return cells
+
+
+def episode_score(ep: Episode, which: int, after: Optional[int] = None) -> Optional[float]:
+    vals = [v for t, *sc in ep.running() for v in [sc[which]] if v is not None and (after is None or t >= after)]
+    return max(vals) if vals else None
+
+
+def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optional[int]:
+    """Ticks from onset until RULE_N of the last RULE_M fresh scores exceed thr (None: never)."""
+    window: List[bool] = []
+    for t, *sc in ep.running():
+        v = sc[which]
+        if v is None:
+            continue
+        window = (window + [v > thr])[-RULE_M:]
+        if t >= onset and sum(window) >= RULE_N:
+            return t - onset
+    return None
+
+
+def success_table(cells: List[Cell]) -> str:
+    rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | paper (level 0) | safety stops |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    key = {p: i for i, p in enumerate(["energyflow", "diffusion", "lerobot"])}
+    for c in sorted((c for c in cells if not c.fault),
+                    key=lambda c: (key.get(c.policy, 9), TASKS.index(c.task) if c.task in TASKS else 9,
+                                   LEVELS.index(c.level), c.k)):
+        n = len(c.episodes)
+        k = sum(e.success for e in c.episodes)
+        lo, hi = wilson(k, n)
+        paper = PAPER.get(c.policy, {}).get(c.task) if c.level == "0" else None
+        trips = ", ".join(f"{a}={b}" for a, b in sorted(c.summary.get("trips", {}).items())) or "none"
+        rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | "
+                    f"{100 * k / max(n, 1):.0f}% | {100 * lo:.0f}–{100 * hi:.0f}% | {n} | "
+                    f"{'' if paper is None else f'{paper:.1f}%'} | {trips} |")
+    return "\n".join(rows)
+
+
+def threshold_of(cells: List[Cell], task: str) -> Optional[float]:
+    for c in cells:
+        if c.task == task and c.policy == "energyflow":
+            b = c.summary.get("bundle") or ""
+            p = Path(b) / "manifest.json" if b else Path(f"bundles/metaworld-{task}/manifest.json")
+            if p.exists():
+                cal = json.loads(p.read_text()).get("calibration") or {}
+                r = cal.get("recommended") or {}
+                if r.get("score") == "energy":
+                    return float(r["threshold"])
+    return None
+
+
+def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
+    ef = [c for c in cells if c.policy == "energyflow"]
+    rows = ["| task | K | positives | n neg / pos | AUROC energy | AUROC centered energy | detected (3 of 5 > thr) | median delay (ticks) |",
+            "|---|---|---|---|---|---|---|---|"]
+    fth = ["| task | K | level-0 episodes | RUNNING ticks | hours at the run rate | energy stops | threshold exceedances (ticks) | false trips per hour (rule replay) |",
+           "|---|---|---|---|---|---|---|---|"]
+    head: dict = {"auroc": {}, "false_trips_per_hour": {}}
+    for task in TASKS:
+        for k in sorted({c.k for c in ef if c.task == task}):
+            neg_cells = [c for c in ef if c.task == task and c.k == k and c.level == "0" and not c.fault]
+            if not neg_cells:
+                continue
+            thr = threshold_of(cells, task)
+            neg = [e for c in neg_cells for e in c.episodes]
+            ticks = sum(len(e.running()) for e in neg)
+            hours = ticks / rate / 3600.0
+            stops = sum(e.stop == "energy" for e in neg)
+            exc = sum(1 for e in neg for _, v, _ in e.running() if v is not None and thr is not None and v > thr)
+            replay = sum(detect_delay(e, thr, -1) is not None for e in neg) if thr is not None else 0
+            fph = replay / hours if hours > 0 else float("nan")
+            head["false_trips_per_hour"][f"{task} K={k}"] = fph
+            fth.append(f"| {task} | {k} | {len(neg)} | {ticks} | {hours:.3f} | {stops} | {exc} | "
+                       f"{replay} episodes → {fph:.1f}/h |")
+            groups: Dict[str, List[Tuple[Episode, int]]] = {}
+            for c in ef:
+                if c.task != task or c.k != k or (c.level == "0" and not c.fault):
+                    continue
+                label = f"fault {c.fault}" if c.fault else f"level {c.level}"
+                for e in c.episodes:
+                    on = e.onset() if c.fault else (e.running()[0][0] if e.running() else None)
+                    if on is not None:
+                        groups.setdefault(label, []).append((e, on))
+            for label in sorted(groups, key=lambda s: (s.startswith("fault"), s)):
+                pos = groups[label]
+                res = []
+                for which in (0, 1):
+                    ns = [s for e in neg for s in [episode_score(e, which)] if s is not None]
+                    ps = [s for e, on in pos for s in [episode_score(e, which, on)] if s is not None]
+                    res.append((auroc(ns, ps), len(ns), len(ps)))
+                delays = [detect_delay(e, thr, on) for e, on in pos] if thr is not None else []
+                det = [d for d in delays if d is not None]
+                med = f"{np.median(det):.0f}" if det else "–"
+                head["auroc"][f"{task} K={k} {label}"] = res[0][0]
+                rows.append(f"| {task} | {k} | {label} | {res[0][1]} / {res[0][2]} | {res[0][0]:.2f} | {res[1][0]:.2f} | "
+                            f"{len(det)}/{len(pos)} | {med} |")
+    return "\n".join(rows) + "\n\n" + "\n".join(fth), head
+
+
+def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
+    rows = ["| task | episodes (success / failure) | AUROC mean centered reward | AUROC mean −energy |",
+            "|---|---|---|---|"]
+    head = {}
+    for task in TASKS:
+        eps = [e for c in cells if c.policy == "energyflow" and c.task == task and not c.fault for e in c.episodes]
+        vals = []
+        for e in eps:
+            r = [(-v_e, -v_c) for _, v_e, v_c in e.running() if v_e is not None and v_c is not None]
+            if r:
+                a = np.asarray(r)
+                vals.append((e.success, a[:, 1].mean(), a[:, 0].mean()))
+        s = [v for v in vals if v[0]]
+        f = [v for v in vals if not v[0]]
+        if not s or not f:
+            rows.append(f"| {task} | {len(s)} / {len(f)} | – (needs both) | – |")
+            continue
+        a1 = auroc([v[1] for v in f], [v[1] for v in s])
+        a2 = auroc([v[2] for v in f], [v[2] for v in s])
+        head[task] = a1
+        rows.append(f"| {task} | {len(s)} / {len(f)} | {a1:.2f} | {a2:.2f} |")
+    return "\n".join(rows), head
+
+
+def plots(cells: List[Cell], img: Path) -> List[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img.mkdir(parents=True, exist_ok=True)
+    out = []
+    # Figure-5 analog: success vs level per task and policy.
+    fig, axes = plt.subplots(1, len(TASKS), figsize=(3.2 * len(TASKS), 3), sharey=True)
+    for ax, task in zip(axes, TASKS):
+        for pol, mk in (("energyflow", "o-"), ("diffusion", "s--"), ("lerobot", "^:")):
+            for k in sorted({c.k for c in cells if c.policy == pol}):
+                xs, ys = [], []
+                for i, lv in enumerate(LEVELS):
+                    c = next((c for c in cells if c.policy == pol and c.task == task and c.level == lv and c.k == k
+                              and not c.fault), None)
+                    if c and c.episodes:
+                        xs.append(i)
+                        ys.append(100 * sum(e.success for e in c.episodes) / len(c.episodes))
+                if xs:
+                    ax.plot(xs, ys, mk, label=f"{pol} K={k}")
+        ax.set_xticks(range(4), LEVELS)
+        ax.set_title(task)
+        ax.set_ylim(-5, 105)
+    axes[0].set_ylabel("success %")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    p = img / "eval-success-vs-level.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    out.append(str(p))
+    # Reward traces: one success and one failure of the same task.
+    for task in TASKS:
+        eps = [e for c in cells if c.policy == "energyflow" and c.task == task and not c.fault for e in c.episodes]
+        s = next((e for e in eps if e.success and e.running()), None)
+        f = next((e for e in eps if not e.success and e.running()), None)
+        if s is None or f is None:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3))
+        for e, lab in ((s, "success"), (f, "failure")):
+            r = [(t, -c) for t, _, c in e.running() if c is not None]
+            if r:
+                t0 = r[0][0]
+                ax.plot([t - t0 for t, _ in r], [v for _, v in r], label=lab)
+        ax.set_xlabel("tick")
+        ax.set_ylabel("centered reward −(E − E_ref)")
+        ax.set_title(f"{task}: reward traces")
+        ax.legend()
+        fig.tight_layout()
+        p = img / f"eval-reward-traces-{task}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        out.append(str(p))
+        break
+    # Monitor score distributions per level (first task with OOD runs).
+    for task in TASKS:
+        groups = {}
+        for c in cells:
+            if c.policy == "energyflow" and c.task == task:
+                label = f"fault {c.fault}" if c.fault else c.level
+                groups.setdefault(label, []).extend(
+                    s for e in c.episodes for s in [episode_score(e, 0, e.onset() if c.fault else None)] if s is not None)
+        if len(groups) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3))
+        labels = sorted(groups, key=lambda s: (s.startswith("fault"), s))
+        ax.boxplot([groups[k] for k in labels], tick_labels=labels)
+        thr = threshold_of(cells, task)
+        if thr is not None:
+            ax.axhline(thr, color="r", ls="--", lw=1, label="threshold")
+            ax.legend()
+        ax.set_ylabel("episode max energy")
+        ax.set_title(f"{task}: safety score by condition")
+        fig.tight_layout()
+        p = img / f"eval-energy-by-level-{task}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        out.append(str(p))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default="build/eval")
+    ap.add_argument("--out", default="build/eval/report.md")
+    ap.add_argument("--img", default="build/eval/img")
+    ap.add_argument("--rate", type=float, default=20.0, help="control rate of the runs (Hz)")
+    a = ap.parse_args()
+    cells = load(Path(a.dir))
+    if not cells:
+        raise SystemExit(f"eval_report: no runs in {a.dir} (scripts/evaluate.sh writes them)")
+    st, sh = safety_tables(cells, a.rate)
+    rt, rh = reward_table(cells)
+    figs = plots(cells, Path(a.img))
+    md = "\n\n".join([
+        "## Closed-loop success (RQ1, RQ4)", success_table(cells),
+        "## Safety monitor (energy of the committed chunk)", st,
+        "## Reward quality (RQ3 in miniature)", rt,
+        "Plots: " + ", ".join(figs),
+    ]) + "\n"
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(md)
+    Path(a.out).with_suffix(".json").write_text(json.dumps({"safety": sh, "reward_auroc": rh}, indent=2))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

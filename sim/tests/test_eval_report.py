@@ -1,0 +1,59 @@
+"""scripts/eval_report.py: the statistics behind docs/evaluation.md."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("eval_report", ROOT / "scripts" / "eval_report.py")
+er = importlib.util.module_from_spec(spec)
+sys.modules["eval_report"] = er  # dataclasses look their module up there
+spec.loader.exec_module(er)
+
+
+@pytest.mark.parametrize("neg,pos,want", [
+    ([0, 1, 2], [3, 4], 1.0),
+    ([3, 4], [0, 1, 2], 0.0),
+    ([1, 1], [1, 1], 0.5),
+    ([0, 2], [1, 3], 0.75),
+])
+def test_auroc(neg, pos, want):
+    assert er.auroc(neg, pos) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("k,n,lo,hi", [(0, 10, 0.0, 0.2775), (10, 10, 0.7225, 1.0), (5, 10, 0.2366, 0.7634)])
+def test_wilson_matches_the_textbook_values(k, n, lo, hi):
+    a, b = er.wilson(k, n)
+    assert a == pytest.approx(lo, abs=1e-3) and b == pytest.approx(hi, abs=1e-3)
+
+
+def test_detect_delay_is_three_of_five_after_onset():
+    ep = er.Episode(True, 10, "", 0, [(t, "RUNNING", v, None) for t, v in
+                                      enumerate([1, 9, 1, 1, 1, 9, 9, 1, 9, 1])])
+    assert er.detect_delay(ep, 5.0, 0) == 8       # ticks 5, 6, 8 above: fires at tick 8
+    assert er.detect_delay(ep, 5.0, 9) == 0       # ticks 5, 6, 8 still in the window at tick 9
+    assert er.detect_delay(ep, 5.0, 10) is None   # no tick at or after 10
+    assert er.detect_delay(ep, 10.0, 0) is None
+
+
+def _write(d: Path, name: str, results, ticks):
+    (d / f"{name}.json").write_text(json.dumps({"episodes": len(results), "results": results, "trips": {}}))
+    (d / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in ticks))
+
+
+def test_report_separates_what_is_separable(tmp_path):
+    def ticks(ep, energy):
+        return [{"episode": ep, "tick": t, "state": "RUNNING", "energy": energy + t * 0.01,
+                 "centered_energy": energy - 5} for t in range(20)]
+    _write(tmp_path, "energyflow_button-press_0_K20",
+           [{"success": True, "steps": 50}, {"success": False, "steps": 200}], ticks(0, 1.0) + ticks(1, 3.0))
+    _write(tmp_path, "energyflow_button-press_L_K20",
+           [{"success": False, "steps": 200}], ticks(0, 10.0))
+    cells = er.load(tmp_path)
+    assert {(c.level, len(c.episodes)) for c in cells} == {("0", 2), ("L", 1)}
+    table, head = er.safety_tables(cells, rate=20.0)
+    assert head["auroc"]["button-press K=20 level L"] == 1.0
+    rt, rh = er.reward_table(cells)
+    assert rh["button-press"] == 1.0               # the success had the higher reward
