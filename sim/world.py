@@ -377,7 +377,7 @@ class World:
             "done": self.truncated or self.success,
             "unstable": self.unstable,
             "rand_vec": [float(x) for x in s.rand_vec] if s else None,
-            "fault": {"kind": self.fault.kind, "step": self.fault.step} if self.fault else None,
+            "injected": {"kind": self.fault.kind, "step": self.fault.step} if self.fault else None,
             "bodies": {k: [float(x) for x in v[0]] for k, v in s.bodies.items()} if s else {},
             "goal": [float(x) for x in self.obs[36:39]],
         }

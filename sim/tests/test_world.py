@@ -49,7 +49,7 @@ def test_faults_change_the_episode_from_their_step_only():
     clean = _rollout(w, pol, 20)
     w.reset(seed=3, fault=Fault("object", 10))
     obj = _rollout(w, pol, 20)
-    assert w.info()["fault"] == {"kind": "object", "step": 10}
+    assert w.info()["injected"] == {"kind": "object", "step": 10}
     np.testing.assert_array_equal(obj[:9], clean[:9])        # steps 1..9 untouched
     assert np.all(clean[:, OBJ2] == 0)
     assert np.all(obj[9:, OBJ2][:, 3] == 1.0) and np.abs(obj[9:, OBJ2][:, :3]).sum() > 0
