@@ -12,11 +12,15 @@
 // ORT (NewORT) runs them on ONNX Runtime on the CPU; package trt runs them on
 // TensorRT. Package enginestest has a pure-Go Backend for tests.
 //
-// A Sampler (NewSampler) runs the paper's Algorithm 2 on the bundle's
-// energy-gradient graph: K Euler steps of the probability-flow ODE from
-// seeded (or injected) noise, then one batched call for the energy of the
-// result at γ and of the M reference actions (the centered reward). Score
-// re-scores a committed action chunk under a new observation. A Conditioner
+// A Sampler (NewSampler) runs the sampler of the bundle's policy kind. For
+// "energyflow" it is the paper's Algorithm 2 on the energy-gradient graph:
+// K Euler steps of the probability-flow ODE from seeded (or injected)
+// noise, then one batched call for the energy of the result at γ and of the
+// M reference actions (the centered reward); Score re-scores a committed
+// action chunk under a new observation. For "diffusion" (the Diffusion
+// Policy baseline) it is deterministic DDIM on the noise-prediction graph
+// "eps"; that policy has no energy (HasEnergy is false, Score returns
+// ErrNoEnergy). A Conditioner
 // builds cond from the observation history as the manifest's
 // "conditioning" says; a VisionEncoder turns images into features for it.
 //

@@ -12,6 +12,8 @@ import (
 func FuzzParseManifest(f *testing.F) {
 	good, _ := json.Marshal(quadManifest())
 	f.Add(good)
+	diffusion, _ := json.Marshal(ddimManifest(loadOracle(f)))
+	f.Add(diffusion)
 	f.Add([]byte(`{"format_version": 1}`))
 	f.Add([]byte(`{"format_version": 1, "obs": [{"kind": "image", "shape": [3]}], "conditioning": {"items": [{"obs": ""}]}}`))
 	f.Add([]byte(`[]`))

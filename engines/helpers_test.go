@@ -80,6 +80,12 @@ func writeQuadBundle(t testing.TB, mutateFiles func(files map[string][]byte), mu
 	if mutate != nil {
 		mutate(m)
 	}
+	return writeBundleDir(t, files, m)
+}
+
+// writeBundleDir writes files and the manifest m into a temporary directory.
+func writeBundleDir(t testing.TB, files map[string][]byte, m map[string]any) string {
+	t.Helper()
 	dir := t.TempDir()
 	for name, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))

@@ -11,9 +11,27 @@ import (
 // FormatVersion is the only bundle format this runtime reads (docs/bundle.md).
 const FormatVersion = 1
 
+// Policy kinds (the manifest's "policy").
+const (
+	// PolicyEnergyFlow samples with Algorithm 2 (Euler steps of the
+	// probability-flow ODE on the energy-gradient graph) and has an energy.
+	PolicyEnergyFlow = "energyflow"
+	// PolicyDiffusion is the Diffusion Policy baseline: DDIM on the
+	// noise-prediction graph "eps". It has no energy.
+	PolicyDiffusion = "diffusion"
+)
+
+// Schedule and sampler kinds.
+const (
+	ScheduleGeometric = "geometric" // energyflow: σ(t) geometric in t
+	ScheduleDDPM      = "ddpm"      // diffusion: discrete DDPM timesteps
+	SamplerDDIM       = "ddim"      // diffusion: deterministic DDIM (eta = 0)
+)
+
 // Graph names and tensor names fixed by the bundle contract.
 const (
 	GraphEnergyGrad = "energy_grad"
+	GraphEps        = "eps"
 	GraphVision     = "vision"
 
 	InputActions  = "a_t"
@@ -21,6 +39,7 @@ const (
 	InputTime     = "t"
 	OutputGrad    = "grad_a"
 	OutputEnergy  = "energy"
+	OutputEps     = "eps"
 	InputImage    = "image"
 	OutputFeature = "features"
 )
@@ -106,17 +125,38 @@ type CondItem struct {
 	Width int    `json:"width"`
 }
 
-// Schedule is the noise schedule of Algorithm 2.
+// Schedule is the noise schedule. Kind selects which fields apply:
+// ScheduleGeometric (policy energyflow, Algorithm 2) uses SigmaMin, SigmaMax,
+// T and Gamma; ScheduleDDPM (policy diffusion) uses the DDPM fields.
 type Schedule struct {
-	Kind     string  `json:"kind"` // "geometric"
+	Kind string `json:"kind"` // ScheduleGeometric or ScheduleDDPM
+
 	SigmaMin float64 `json:"sigma_min"`
 	SigmaMax float64 `json:"sigma_max"`
 	T        float64 `json:"T"`
 	Gamma    float64 `json:"gamma"`
+
+	// NumTrainTimesteps is N, the number of DDPM training timesteps.
+	NumTrainTimesteps int `json:"num_train_timesteps,omitempty"`
+	// BetaSchedule names the schedule the trainer used (informational:
+	// AlphasCumprod is authoritative).
+	BetaSchedule string `json:"beta_schedule,omitempty"`
+	// PredictionType is what the graph predicts; only "epsilon".
+	PredictionType string `json:"prediction_type,omitempty"`
+	// ClipSample bounds the predicted x0 to [−ClipSample, ClipSample] in
+	// every DDIM step; 0 disables clipping.
+	ClipSample float64 `json:"clip_sample,omitempty"`
+	// AlphasCumprod holds ᾱ_t for t = 0..N−1 (in (0, 1], non-increasing).
+	AlphasCumprod []float64 `json:"alphas_cumprod,omitempty"`
 }
 
 // SamplerSpec holds the sampler defaults.
 type SamplerSpec struct {
+	// Kind is absent for policy energyflow (Euler, Algorithm 2) and
+	// SamplerDDIM for policy diffusion.
+	Kind string `json:"kind,omitempty"`
+	// Steps is K (energyflow) or S (diffusion, 1..N): the default number
+	// of sampler steps.
 	Steps int `json:"steps"`
 }
 
@@ -244,11 +284,9 @@ func (m *Manifest) validate(file string) error {
 		p.add("format_version", "got %d, expected %d", m.FormatVersion, FormatVersion)
 	}
 	switch m.Policy {
-	case "energyflow":
-	case "diffusion":
-		p.add("policy", "got %q, which this runtime does not run yet; expected \"energyflow\"", m.Policy)
+	case PolicyEnergyFlow, PolicyDiffusion:
 	default:
-		p.add("policy", "got %q, expected \"energyflow\"", m.Policy)
+		p.add("policy", "got %q, expected %q or %q", m.Policy, PolicyEnergyFlow, PolicyDiffusion)
 	}
 	if m.Name == "" {
 		p.add("name", "empty, expected the bundle's name")
@@ -269,9 +307,26 @@ func (m *Manifest) validate(file string) error {
 
 	obsIndex := m.validateObs(p)
 	m.validateConditioning(p, obsIndex)
-	m.validateSchedule(p)
-	if m.Sampler.Steps < 1 {
-		p.add("sampler.steps", "got %d, expected K ≥ 1", m.Sampler.Steps)
+	switch m.Policy {
+	case PolicyEnergyFlow:
+		m.validateSchedule(p)
+		if m.Sampler.Kind != "" {
+			p.add("sampler.kind", "got %q, expected it absent (Euler, Algorithm 2) for policy %q", m.Sampler.Kind, m.Policy)
+		}
+		if m.Sampler.Steps < 1 {
+			p.add("sampler.steps", "got %d, expected K ≥ 1", m.Sampler.Steps)
+		}
+	case PolicyDiffusion:
+		m.validateDDPM(p)
+		if m.Sampler.Kind != SamplerDDIM {
+			p.add("sampler.kind", "got %q, expected %q for policy %q", m.Sampler.Kind, SamplerDDIM, m.Policy)
+		}
+		if n := m.Schedule.NumTrainTimesteps; m.Sampler.Steps < 1 || n >= 1 && m.Sampler.Steps > n {
+			p.add("sampler.steps", "got %d, expected S in 1..num_train_timesteps (%d)", m.Sampler.Steps, n)
+		}
+		if m.Calibration != nil {
+			p.add("calibration", "got a calibration block, expected null: policy %q has no energy to calibrate", m.Policy)
+		}
 	}
 	m.validateReferences(p)
 	m.validateGraphs(p)
@@ -384,8 +439,8 @@ func (m *Manifest) validateConditioning(p *problems, obsIndex map[string]int) {
 
 func (m *Manifest) validateSchedule(p *problems) {
 	s := m.Schedule
-	if s.Kind != "geometric" {
-		p.add("schedule.kind", "got %q, expected \"geometric\"", s.Kind)
+	if s.Kind != ScheduleGeometric {
+		p.add("schedule.kind", "got %q, expected %q for policy %q", s.Kind, ScheduleGeometric, m.Policy)
 	}
 	finite := func(field string, v float64) bool {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -413,8 +468,37 @@ func (m *Manifest) validateSchedule(p *problems) {
 	}
 }
 
+// validateDDPM checks the schedule of a diffusion policy.
+func (m *Manifest) validateDDPM(p *problems) {
+	s := m.Schedule
+	if s.Kind != ScheduleDDPM {
+		p.add("schedule.kind", "got %q, expected %q for policy %q", s.Kind, ScheduleDDPM, m.Policy)
+	}
+	n := s.NumTrainTimesteps
+	if n < 1 {
+		p.add("schedule.num_train_timesteps", "got %d, expected N ≥ 1", n)
+	}
+	if s.PredictionType != "epsilon" {
+		p.add("schedule.prediction_type", "got %q, expected \"epsilon\" (the only prediction type the DDIM sampler runs)", s.PredictionType)
+	}
+	if !(s.ClipSample >= 0) || math.IsInf(s.ClipSample, 0) {
+		p.add("schedule.clip_sample", "got %v, expected a finite number ≥ 0 (0 disables clipping)", s.ClipSample)
+	}
+	if n >= 1 && len(s.AlphasCumprod) != n {
+		p.add("schedule.alphas_cumprod", "has %d values, expected num_train_timesteps = %d", len(s.AlphasCumprod), n)
+	}
+	for i, v := range s.AlphasCumprod {
+		switch {
+		case !(v > 0 && v <= 1):
+			p.add(fmt.Sprintf("schedule.alphas_cumprod[%d]", i), "got %v, expected a value in (0, 1]", v)
+		case i > 0 && v > s.AlphasCumprod[i-1]:
+			p.add(fmt.Sprintf("schedule.alphas_cumprod[%d]", i), "got %v, greater than the previous value %v: expected non-increasing", v, s.AlphasCumprod[i-1])
+		}
+	}
+}
+
 func (m *Manifest) validateReferences(p *problems) {
-	if len(m.ReferenceActions) == 0 {
+	if len(m.ReferenceActions) == 0 && m.Policy != PolicyDiffusion { // unused by diffusion
 		p.add("reference_actions", "empty, expected [M][pred_horizon][action_dim] (M=16)")
 	}
 	for i, r := range m.ReferenceActions {
@@ -450,6 +534,15 @@ func (m *Manifest) ExpectedIO(graph string) (in, out []TensorInfo, ok bool) {
 				{Name: OutputGrad, Shape: []int64{-1, tp, da}},
 				{Name: OutputEnergy, Shape: []int64{-1}},
 			}, true
+	case GraphEps:
+		tp, da := int64(m.PredHorizon), int64(m.ActionDim)
+		return []TensorInfo{
+				{Name: InputActions, Shape: []int64{-1, tp, da}},
+				{Name: InputCond, Shape: []int64{-1, int64(m.CondDim)}},
+				{Name: InputTime, Shape: []int64{-1}},
+			}, []TensorInfo{
+				{Name: OutputEps, Shape: []int64{-1, tp, da}},
+			}, true
 	case GraphVision:
 		for _, o := range m.Obs {
 			if o.Kind == ObsImage && o.Graph == graph && len(o.Shape) == 3 {
@@ -461,9 +554,30 @@ func (m *Manifest) ExpectedIO(graph string) (in, out []TensorInfo, ok bool) {
 	return nil, nil, false
 }
 
+// PolicyGraph returns the graph the sampler steps on: GraphEps for policy
+// diffusion, GraphEnergyGrad otherwise.
+func (m *Manifest) PolicyGraph() string {
+	if m.Policy == PolicyDiffusion {
+		return GraphEps
+	}
+	return GraphEnergyGrad
+}
+
+// HasEnergy reports whether the policy has an energy to score actions
+// with (policy energyflow); a diffusion policy has none.
+func (m *Manifest) HasEnergy() bool { return m.Policy != PolicyDiffusion }
+
 func (m *Manifest) validateGraphs(p *problems) {
-	if _, ok := m.Graphs[GraphEnergyGrad]; !ok {
-		p.add("graphs", "has no %q entry, expected the energy-gradient graph", GraphEnergyGrad)
+	main, other := m.PolicyGraph(), GraphEps
+	if main == GraphEps {
+		other = GraphEnergyGrad
+	}
+	if _, ok := m.Graphs[main]; !ok {
+		what := "the energy-gradient graph"
+		if main == GraphEps {
+			what = "the noise-prediction graph"
+		}
+		p.add("graphs", "has no %q entry, expected %s of policy %q", main, what, m.Policy)
 	}
 	usesVision := false
 	for _, o := range m.Obs {
@@ -477,12 +591,16 @@ func (m *Manifest) validateGraphs(p *problems) {
 		} else if _, ok := m.Files[g.File]; !ok {
 			p.add(f+".file", "%q is not listed in \"files\", expected every graph file to have a sha256", g.File)
 		}
+		if name == other {
+			p.add(f, "policy %q has no %q graph, expected %q (and %q for image inputs)", m.Policy, name, main, GraphVision)
+			continue
+		}
 		in, out, ok := m.ExpectedIO(name)
 		if !ok {
 			if name == GraphVision && !usesVision {
 				continue // a vision graph nobody uses is harmless
 			}
-			p.add(f, "unknown graph, expected %q or %q", GraphEnergyGrad, GraphVision)
+			p.add(f, "unknown graph, expected %q or %q", main, GraphVision)
 			continue
 		}
 		checkTensors(p, f+".inputs", g.Inputs, in)

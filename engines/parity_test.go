@@ -73,37 +73,7 @@ func TestParityWithPythonReference(t *testing.T) {
 	res := make([]engines.Result, 1)
 	for _, c := range pf.Cases {
 		name := fmt.Sprintf("seed %d", c.Seed)
-		// Conditioning from the raw observation history, as the runtime builds it.
-		hist := make([]engines.ObsFrame, m.ObsHorizon)
-		for i := range hist {
-			hist[i] = make(engines.ObsFrame, len(m.Obs))
-		}
-		for oi, o := range m.Obs {
-			steps, ok := c.Obs[o.Name]
-			if !ok {
-				t.Fatalf("%s: fixture has no obs %q", name, o.Name)
-			}
-			if len(steps) != m.ObsHorizon {
-				t.Fatalf("%s: obs %q has %d steps, expected obs_horizon %d", name, o.Name, len(steps), m.ObsHorizon)
-			}
-			for i := range steps {
-				hist[i][oi] = steps[i]
-			}
-		}
-		cond := make([]float32, cb.Dim())
-		if err := cb.Build(hist, cond); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(c.Cond) != len(cond) {
-			t.Fatalf("%s: fixture cond has %d values, runtime builds %d", name, len(c.Cond), len(cond))
-		}
-		for i := range cond {
-			d := math.Abs(float64(cond[i] - c.Cond[i]))
-			maxCond = math.Max(maxCond, d)
-			if d > 1e-5*math.Max(1, math.Abs(float64(c.Cond[i]))) {
-				t.Errorf("%s: cond[%d] = %v, Python built %v", name, i, cond[i], c.Cond[i])
-			}
-		}
+		maxCond = math.Max(maxCond, checkParityCond(t, name, m, cb, c.Obs, c.Cond))
 		// Sample from the fixture's noise with the fixture's cond.
 		if err := s.SampleWithNoise(c.Cond, flatten(c.Noise), res); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -140,4 +110,43 @@ func TestParityWithPythonReference(t *testing.T) {
 	}
 	t.Logf("parity over %d cases, K=%d: actions max abs %.3g (standardized %.3g), cond max abs %.3g, energy max rel %.3g, ref mean max rel %.3g, centered reward max rel %.3g",
 		len(pf.Cases), pf.Steps, maxAct, maxActStd, maxCond, maxE, maxRef, maxRew)
+}
+
+// checkParityCond builds cond from a fixture's raw observation history, as
+// the runtime does, compares it with the cond Python built and returns the
+// largest difference.
+func checkParityCond(t *testing.T, name string, m *engines.Manifest, cb *engines.Conditioner, obs map[string][][]float32, want []float32) float64 {
+	t.Helper()
+	hist := make([]engines.ObsFrame, m.ObsHorizon)
+	for i := range hist {
+		hist[i] = make(engines.ObsFrame, len(m.Obs))
+	}
+	for oi, o := range m.Obs {
+		steps, ok := obs[o.Name]
+		if !ok {
+			t.Fatalf("%s: fixture has no obs %q", name, o.Name)
+		}
+		if len(steps) != m.ObsHorizon {
+			t.Fatalf("%s: obs %q has %d steps, expected obs_horizon %d", name, o.Name, len(steps), m.ObsHorizon)
+		}
+		for i := range steps {
+			hist[i][oi] = steps[i]
+		}
+	}
+	cond := make([]float32, cb.Dim())
+	if err := cb.Build(hist, cond); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if len(want) != len(cond) {
+		t.Fatalf("%s: fixture cond has %d values, runtime builds %d", name, len(want), len(cond))
+	}
+	worst := 0.0
+	for i := range cond {
+		d := math.Abs(float64(cond[i] - want[i]))
+		worst = math.Max(worst, d)
+		if d > 1e-5*math.Max(1, math.Abs(float64(want[i]))) {
+			t.Errorf("%s: cond[%d] = %v, Python built %v", name, i, cond[i], want[i])
+		}
+	}
+	return worst
 }

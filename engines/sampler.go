@@ -10,7 +10,8 @@ import (
 )
 
 // NoiseSource fills z with independent standard-normal values. The
-// sampler's initial actions are a_0 = sigma_max · z.
+// sampler's initial actions are a_0 = sigma_max · z (energyflow) or
+// x = z (diffusion).
 type NoiseSource interface {
 	Normal(z []float32)
 }
@@ -30,10 +31,11 @@ func (p *pcgNormal) Normal(z []float32) {
 }
 
 // SamplerOptions configures NewSampler. The zero value samples one row
-// with the manifest's K and seed 0.
+// with the manifest's number of steps and seed 0.
 type SamplerOptions struct {
-	// Steps is K, the number of Euler steps; 0 means the manifest's
-	// sampler.steps. SetSteps changes it later.
+	// Steps is the number of sampler steps: K Euler steps (energyflow) or
+	// S DDIM steps (diffusion, 1..num_train_timesteps); 0 means the
+	// manifest's sampler.steps. SetSteps changes it later.
 	Steps int
 	// Batch is the number of rows sampled per call (1 for the robot);
 	// 0 means 1.
@@ -45,7 +47,8 @@ type SamplerOptions struct {
 	// NoReferences skips the M reference energies: the final call scores
 	// only the sampled chunk (about M fewer network rows per sample), and
 	// RefEnergyMean, CenteredEnergy and CenteredReward are NaN. For
-	// runtimes whose stop rule uses the plain "energy" score.
+	// runtimes whose stop rule uses the plain "energy" score. A policy
+	// without an energy (diffusion) never evaluates references.
 	NoReferences bool
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
@@ -77,8 +80,15 @@ func (s Score) Value(name string) (float32, bool) {
 type Result struct {
 	Actions    []float32 // [T_p×D_a] row-major, un-standardized (robot units)
 	ActionsStd []float32 // [T_p×D_a] standardized, as the network sees them
+	// Score is the energy of the sample; the zero Score when the policy
+	// has no energy (Sampler.HasEnergy is false): do not read it as one.
 	Score
 }
+
+// ErrNoEnergy is returned (wrapped) by Score and ScoreObs of a sampler
+// whose policy has no energy (policy "diffusion"): there is nothing to
+// score the actions with. Sampler.HasEnergy tells beforehand.
+var ErrNoEnergy = errors.New("engines: the policy has no energy")
 
 // SamplerStats counts work done since creation or ResetStats.
 type SamplerStats struct {
@@ -88,16 +98,23 @@ type SamplerStats struct {
 	TotalTime    time.Duration // wall time of whole sample and score calls
 }
 
-// Sampler runs Algorithm 2 of the paper on a bundle's energy-gradient graph.
+// Sampler turns conditioning into action chunks with the sampler of the
+// bundle's policy kind:
+//
+//   - "energyflow": Algorithm 2 of the paper on the energy-gradient graph.
+//     A step session bound at Batch rows runs the K Euler steps and the
+//     final energy at γ (or one fused call), and a reference session bound
+//     at Batch×M rows, whose reference actions and t = γ are written once,
+//     gives the M reference energies of the centered reward in one call.
+//   - "diffusion" (the Diffusion Policy baseline): deterministic DDIM
+//     (eta = 0) on the noise-prediction graph "eps", S calls of a step
+//     session bound at Batch rows. The policy has no energy: HasEnergy is
+//     false, Result.Score is zero and Score returns ErrNoEnergy.
 //
 // A Sampler has one owner: it is not safe for concurrent use, and it owns
-// its buffers and its sessions: a step session bound at Batch rows (the K
-// Euler steps and the final energy at γ, or one fused call), and a
-// reference session bound at Batch×M rows whose reference actions and t = γ
-// are written once, so the M reference energies of the centered reward cost
-// one call. In the runtime, the inference goroutine owns it. After the
-// first call, Sample, SampleObs, SampleBatch, SampleWithNoise, Score and
-// ScoreObs allocate nothing.
+// its buffers and its sessions. In the runtime, the inference goroutine
+// owns it. After the first call, Sample, SampleObs, SampleBatch,
+// SampleWithNoise, Score and ScoreObs allocate nothing.
 type Sampler struct {
 	b     *Bundle
 	cond  *Conditioner
@@ -112,6 +129,13 @@ type Sampler struct {
 	ts, scales   []float32
 	mean, std    []float32 // action_norm
 
+	// Diffusion (policy "diffusion"): the DDIM steps of the current S, the
+	// clip bound (0: none) and the error Score returns.
+	diffusion bool
+	ddim      []ddimStep
+	clip      float32
+	noEnergy  error
+
 	step, ref     Session
 	fused         FusedSampler
 	stepIn        [][]float32 // a_t, cond, t
@@ -125,10 +149,12 @@ type Sampler struct {
 	closed        bool
 }
 
-// NewSampler opens the bundle's energy-gradient graph on be (a step session
-// of Batch rows and, unless NoReferences, a reference session of Batch×M
-// rows) and prepares the schedule, noise and buffers. Close releases the
-// sessions; the caller keeps owning be.
+// NewSampler opens the graph of the bundle's policy on be and prepares the
+// schedule, noise and buffers: for "energyflow" the energy-gradient graph
+// (a step session of Batch rows and, unless NoReferences, a reference
+// session of Batch×M rows), for "diffusion" the noise-prediction graph (a
+// step session of Batch rows). Close releases the sessions; the caller
+// keeps owning be.
 func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 	m := &b.Manifest
 	batch := opts.Batch
@@ -147,13 +173,18 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 		batch: batch, rowLen: m.PredHorizon * m.ActionDim, condDim: m.CondDim,
 		sched: m.Schedule,
 		mean:  m.ActionNorm.Mean, std: m.ActionNorm.Std,
+		diffusion: !m.HasEnergy(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	refs := m.ReferenceActions
-	if opts.NoReferences {
+	if opts.NoReferences || s.diffusion {
 		refs = nil
+	}
+	if s.diffusion {
+		s.clip = float32(m.Schedule.ClipSample)
+		s.noEnergy = fmt.Errorf("engines: bundle %q: policy kind %q has no energy to score actions with (check Sampler.HasEnergy): %w", m.Name, m.Policy, ErrNoEnergy)
 	}
 	s.m = len(refs)
 	if s.noise == nil {
@@ -171,7 +202,7 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 	s.condBuf = make([]float32, batch*s.condDim)
 	s.fusedEnergy = make([]float32, batch)
 
-	stepSpec, err := b.GraphSpec(GraphEnergyGrad, batch)
+	stepSpec, err := b.GraphSpec(m.PolicyGraph(), batch)
 	if err != nil {
 		return nil, err
 	}
@@ -180,14 +211,18 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 	}
 	s.stepIn, s.stepOut, err = s.step.Bind(batch)
 	if err == nil {
-		err = checkBuffers("step", s.stepIn, s.stepOut, batch, s.rowLen, s.condDim)
+		outs := []int{batch * s.rowLen, batch} // grad_a, energy
+		if s.diffusion {
+			outs = outs[:1] // eps
+		}
+		err = checkBuffers("step", s.stepIn, s.stepOut, batch, s.rowLen, s.condDim, outs...)
 	}
 	if err == nil && s.m > 0 {
 		var refSpec GraphSpec
 		if refSpec, err = b.GraphSpec(GraphEnergyGrad, batch*s.m); err == nil {
 			if s.ref, err = be.Open(refSpec); err == nil {
 				if s.refIn, s.refOut, err = s.ref.Bind(batch * s.m); err == nil {
-					err = checkBuffers("reference", s.refIn, s.refOut, batch*s.m, s.rowLen, s.condDim)
+					err = checkBuffers("reference", s.refIn, s.refOut, batch*s.m, s.rowLen, s.condDim, batch*s.m*s.rowLen, batch*s.m)
 				}
 			}
 		}
@@ -196,10 +231,12 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 		s.Close()
 		return nil, fmt.Errorf("engines: sampler: %w", err)
 	}
-	s.energy = s.stepOut[1]
-	if f, ok := s.step.(FusedSampler); ok {
-		s.fused = f
-		s.energy = s.fusedEnergy
+	if !s.diffusion {
+		s.energy = s.stepOut[1]
+		if f, ok := s.step.(FusedSampler); ok {
+			s.fused = f
+			s.energy = s.fusedEnergy
+		}
 	}
 	// Constant parts of the reference batch: block b, row r holds ref_r,
 	// and t = γ everywhere.
@@ -214,12 +251,13 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 		}
 		fill(s.refIn[2], float32(s.sched.Gamma))
 	}
-	s.log.Debug("engines: sampler ready", "bundle", m.Name, "backend", be.Name(), "steps", s.steps, "batch", batch, "references", s.m, "fused", s.fused != nil)
+	s.log.Debug("engines: sampler ready", "bundle", m.Name, "policy", m.Policy, "backend", be.Name(), "steps", s.steps, "batch", batch, "references", s.m, "fused", s.fused != nil)
 	return s, nil
 }
 
-// checkBuffers checks what a backend's Bind returned against the contract.
-func checkBuffers(name string, in, out [][]float32, n, rowLen, condDim int) error {
+// checkBuffers checks what a backend's Bind returned against the contract:
+// inputs a_t, cond, t of n rows, and outputs of the given lengths.
+func checkBuffers(name string, in, out [][]float32, n, rowLen, condDim int, outLens ...int) error {
 	want := func(what string, got [][]float32, lens ...int) error {
 		if len(got) != len(lens) {
 			return fmt.Errorf("%s session %s: backend returned %d buffers, expected %d", name, what, len(got), len(lens))
@@ -231,12 +269,17 @@ func checkBuffers(name string, in, out [][]float32, n, rowLen, condDim int) erro
 		}
 		return nil
 	}
-	return errors.Join(want("inputs", in, n*rowLen, n*condDim, n), want("outputs", out, n*rowLen, n))
+	return errors.Join(want("inputs", in, n*rowLen, n*condDim, n), want("outputs", out, outLens...))
 }
 
-// SetSteps changes K. It allocates only when K grows beyond any K used
-// before.
+// SetSteps changes the number of sampler steps: K Euler steps
+// (energyflow, K ≥ 1) or S DDIM steps (diffusion, 1 ≤ S ≤
+// num_train_timesteps). It allocates only when the count grows beyond any
+// used before.
 func (s *Sampler) SetSteps(k int) error {
+	if s.diffusion {
+		return s.setDDIMSteps(k)
+	}
 	if k < 1 {
 		return fmt.Errorf("engines: sampler steps %d, expected K ≥ 1", k)
 	}
@@ -249,8 +292,12 @@ func (s *Sampler) SetSteps(k int) error {
 	return nil
 }
 
-// Steps returns K.
+// Steps returns the number of sampler steps (K or S).
 func (s *Sampler) Steps() int { return s.steps }
+
+// HasEnergy reports whether the policy has an energy (energyflow). Without
+// one (diffusion) Result.Score is zero and Score returns ErrNoEnergy.
+func (s *Sampler) HasEnergy() bool { return !s.diffusion }
 
 // Batch returns the number of rows per call.
 func (s *Sampler) Batch() int { return s.batch }
@@ -299,8 +346,9 @@ func (s *Sampler) SampleBatch(cond []float32, dst []Result) error {
 }
 
 // SampleWithNoise is SampleBatch with the initial noise given: z is
-// Batch×T_p×D_a standard-normal values and a_0 = sigma_max·z (the parity
-// fixtures' "noise").
+// Batch×T_p×D_a standard-normal values (the parity fixtures' "noise");
+// the sampler starts from a_0 = sigma_max·z (energyflow) or x = z
+// (diffusion).
 func (s *Sampler) SampleWithNoise(cond, z []float32, dst []Result) error {
 	if len(dst) != s.batch {
 		return fmt.Errorf("engines: %d results for a sampler of batch %d", len(dst), s.batch)
@@ -317,8 +365,8 @@ func (s *Sampler) SampleWithNoise(cond, z []float32, dst []Result) error {
 	return nil
 }
 
-// run integrates the batch from z, then evaluates the energy at γ and the
-// reference energies.
+// run integrates the batch from z: Algorithm 2 then the energy at γ and
+// the reference energies (energyflow), or DDIM (diffusion).
 func (s *Sampler) run(cond, z []float32) error {
 	if s.closed {
 		return errors.New("engines: sampler is closed")
@@ -327,6 +375,14 @@ func (s *Sampler) run(cond, z []float32) error {
 		return fmt.Errorf("engines: cond has %d values, expected batch×cond_dim = %d", len(cond), s.batch*s.condDim)
 	}
 	start := time.Now()
+	if s.diffusion {
+		if err := s.runDDIM(cond, z); err != nil {
+			return err
+		}
+		s.stats.Samples++
+		s.stats.TotalTime += time.Since(start)
+		return nil
+	}
 	sigmaMax := float32(s.sched.SigmaMax)
 	if s.fused != nil {
 		for i, v := range z {
@@ -352,7 +408,10 @@ func (s *Sampler) run(cond, z []float32) error {
 			}
 			scale := s.scales[k]
 			for i, g := range grad {
-				a[i] -= scale * g
+				// The explicit conversion rounds the product first: the Go
+				// spec then forbids fusing it into a multiply-add (arm64),
+				// which would break parity with the float32 reference.
+				a[i] -= float32(scale * g)
 			}
 		}
 		copy(s.a, a)
@@ -403,8 +462,12 @@ func (s *Sampler) countBackend(t0 time.Time) {
 	s.stats.BackendTime += time.Since(t0)
 }
 
-// scoreOf reads row b of the last energy and reference calls.
+// scoreOf reads row b of the last energy and reference calls (the zero
+// Score without an energy).
 func (s *Sampler) scoreOf(b int) Score {
+	if s.diffusion {
+		return Score{}
+	}
 	e := s.energy[b]
 	if s.m == 0 {
 		nan := float32(math.NaN())
@@ -433,10 +496,14 @@ func (s *Sampler) collect(b int, dst *Result) {
 // centered energy against the reference actions, with one energy call (and
 // the one reference call). The safety monitor calls it every tick with the
 // newest observation. Allocates nothing. On a batched sampler every row
-// evaluates the same chunk: Score is cheapest at Batch 1.
+// evaluates the same chunk: Score is cheapest at Batch 1. A policy without
+// an energy returns an error wrapping ErrNoEnergy.
 func (s *Sampler) Score(actions, cond []float32) (Score, error) {
 	if s.closed {
 		return Score{}, errors.New("engines: sampler is closed")
+	}
+	if s.diffusion {
+		return Score{}, s.noEnergy
 	}
 	if len(actions) != s.rowLen {
 		return Score{}, fmt.Errorf("engines: Score: actions have %d values, expected T_p×D_a = %d", len(actions), s.rowLen)
@@ -478,6 +545,9 @@ func (s *Sampler) Score(actions, cond []float32) (Score, error) {
 
 // ScoreObs is Score with cond built from the observation history.
 func (s *Sampler) ScoreObs(actions []float32, history []ObsFrame) (Score, error) {
+	if s.diffusion && !s.closed {
+		return Score{}, s.noEnergy
+	}
 	c := s.condBuf[:s.condDim]
 	if err := s.cond.Build(history, c); err != nil {
 		return Score{}, err

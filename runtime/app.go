@@ -71,6 +71,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if a.bundle, err = engines.LoadBundle(cfg.Policy.Bundle); err != nil {
 		return nil, err
 	}
+	if n := a.bundle.Manifest.Schedule.NumTrainTimesteps; !a.bundle.Manifest.HasEnergy() && cfg.Policy.Steps > n {
+		return nil, cfg.keyError("policy.steps", fmt.Errorf("%d DDIM steps, but bundle %s has %d training timesteps: expected 1..%d (0 = the bundle's %d)",
+			cfg.Policy.Steps, a.bundle.Dir, n, n, a.bundle.Manifest.Sampler.Steps))
+	}
+	scfg, err := safetyConfig(cfg, a.bundle, log)
+	if err != nil {
+		return nil, err
+	}
 	switch cfg.Policy.Backend {
 	case "trt":
 		a.backend, err = trt.NewBackend(trt.Options{Logger: log.With("part", "trt")})
@@ -87,10 +95,13 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
-	if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
-		return nil, err
+	// The re-scoring sampler exists only for a policy with an energy.
+	if a.sampler.HasEnergy() {
+		if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, a.scorer.Close)
 	}
-	a.closers = append(a.closers, a.scorer.Close)
 	cond, err := engines.NewConditioner(&a.bundle.Manifest)
 	if err != nil {
 		return nil, err
@@ -125,7 +136,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	if a.guard, err = safety.New(a.arm, cfg.Safety, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events}); err != nil {
+	if a.guard, err = safety.New(a.arm, scfg, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events}); err != nil {
 		return nil, err
 	}
 	guard.Store(a.guard)
@@ -158,7 +169,10 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
-		Sampler: a.sampler, Scorer: a.scorer, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
+		Sampler: a.sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
+	if a.scorer != nil { // a nil *engines.Sampler in the interface would not be nil
+		deps.Scorer = a.scorer
+	}
 	if tel != nil {
 		deps.Sink = tel
 		deps.Metrics = tel.Metrics()
@@ -178,6 +192,27 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	return a, nil
+}
+
+// safetyConfig returns the safety gate's configuration for the bundle:
+// cfg.Safety as it is for a policy with an energy. A policy without one
+// (diffusion) gets the energy monitor disabled, with one warning, since
+// there is nothing to score; every other check still stops the arm. A
+// configuration that asks for energy scores with such a policy is refused
+// rather than silently ignored.
+func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Config, error) {
+	sc := cfg.Safety
+	m := &b.Manifest
+	if m.HasEnergy() {
+		return sc, nil
+	}
+	if !sc.Energy.Disabled && len(sc.Energy.Scores) > 0 {
+		return sc, cfg.keyError("safety.energy.scores", fmt.Errorf("bundle %s is a %q policy, which has no energy: it cannot be monitored — remove safety.energy.scores (the energy stop is then off; all other safety checks stay on)", b.Dir, m.Policy))
+	}
+	sc.Energy.Disabled = true
+	log.Warn("the policy has no energy, so the energy stop is disabled; deadlines, NaN, arm connection, limits and the other watchdogs still stop the arm",
+		"bundle", m.Name, "policy", m.Policy)
+	return sc, nil
 }
 
 // safetyCalibration converts the bundle's calibration for the safety gate.

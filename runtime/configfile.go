@@ -85,6 +85,16 @@ func (e *ConfigError) Error() string {
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// keyError reports a problem with key found after validation (e.g. when the
+// bundle is loaded): a *ConfigError with the file and line when the config
+// came from a file.
+func (c *Config) keyError(key string, err error) error {
+	if c.file == "" {
+		return fmt.Errorf("runtime: config: %s: %w", key, err)
+	}
+	return &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: err}
+}
+
 // decodeStrict decodes YAML into v, rejecting unknown keys. Every unknown
 // key is reported with its line.
 func decodeStrict(file string, data []byte, v any) error {

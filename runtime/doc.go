@@ -9,7 +9,9 @@
 // observation into the history, hands it to the inference goroutine when a
 // replan is due (a tick never waits for inference), executes the current
 // action Chunk with latency compensation, asks the scorer for a fresh energy
-// of the committed chunk, passes the command through safety and publishes
-// telemetry. The Machine holds the operating state:
+// of the committed chunk (a policy without an energy, such as a diffusion
+// bundle, has no scorer and runs with the energy stop off), passes the
+// command through safety and publishes telemetry. The Machine holds the
+// operating state:
 // INIT → READY → RUNNING → STOPPED(reason) → reset → READY.
 package runtime

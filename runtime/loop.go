@@ -45,6 +45,10 @@ type LoopDeps struct {
 	Arm      actuators.Arm
 	Guard    *safety.Guard
 	Sampler  PolicySampler
+	// Scorer re-scores the committed chunk every tick. Nil for a policy
+	// without an energy (engines.Sampler.HasEnergy false): no re-scoring
+	// goroutine runs and every tick's scores are NaN, so the Guard must
+	// have its energy monitor disabled.
 	Scorer   PolicyScorer
 	Cond     *engines.Conditioner
 	Sink     Sink         // nil: no telemetry
@@ -90,7 +94,7 @@ type Loop struct {
 
 	obs      *stateObs
 	infer    *worker[inferJob]
-	score    *worker[scoreJob]
+	score    *worker[scoreJob] // nil without a Scorer
 	chunk    *Chunk
 	pred     []float32 // full prediction (T_p×D_a) of the committed chunk
 	predTime time.Time
@@ -119,8 +123,11 @@ type Loop struct {
 // NewLoop checks that the bundle, the arm and the safety limits fit together
 // and allocates every buffer the ticks use.
 func NewLoop(d LoopDeps) (*Loop, error) {
-	if d.Config == nil || d.Manifest == nil || d.Arm == nil || d.Guard == nil || d.Sampler == nil || d.Scorer == nil || d.Cond == nil {
-		return nil, errors.New("runtime: NewLoop needs Config, Manifest, Arm, Guard, Sampler, Scorer and Cond")
+	if d.Config == nil || d.Manifest == nil || d.Arm == nil || d.Guard == nil || d.Sampler == nil || d.Cond == nil {
+		return nil, errors.New("runtime: NewLoop needs Config, Manifest, Arm, Guard, Sampler and Cond")
+	}
+	if d.Scorer == nil && len(d.Guard.Thresholds()) > 0 {
+		return nil, errors.New("runtime: NewLoop: the safety gate monitors energy scores but there is no Scorer to compute them — disable safety.energy for a policy without an energy")
 	}
 	if d.Clock == nil {
 		d.Clock = SystemClock{}
@@ -169,7 +176,9 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	l.chunk = NewChunk(l.ta, l.dim)
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
-	l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
+	if d.Scorer != nil {
+		l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
+	}
 	l.thr = math.NaN()
 	if th := d.Guard.Thresholds(); len(th) > 0 {
 		l.thr = th[0].Value
@@ -226,7 +235,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		l.infer.run(wctx, func(j *inferJob) {
@@ -234,13 +243,16 @@ func (l *Loop) Run(ctx context.Context) error {
 			j.latency = l.d.Clock.Now().Sub(j.start)
 		})
 	}()
-	go func() {
-		defer wg.Done()
-		l.score.run(wctx, func(j *scoreJob) {
-			j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
-			j.latency = l.d.Clock.Now().Sub(j.start)
-		})
-	}()
+	if l.score != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.score.run(wctx, func(j *scoreJob) {
+				j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
+				j.latency = l.d.Clock.Now().Sub(j.start)
+			})
+		}()
+	}
 	defer wg.Wait()
 	defer cancel()
 
@@ -347,16 +359,19 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 
 	// 4. Re-score the committed plan under the newest observation. A
 	// re-score that missed the previous tick's wait is picked up first
-	// (it is one tick old); then this tick's is submitted.
+	// (it is one tick old); then this tick's is submitted. Without a
+	// Scorer (no energy) the scores stay NaN.
 	scores := safety.NoScores()
-	if j := l.score.poll(); j != nil {
-		l.takeScore(j, &scores)
-	}
-	if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
-		l.fillScoreWindow(now)
-		if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
-			l.score.job.obsTime, l.score.job.start = l.obs.newest, now
-			l.score.submit()
+	if l.score != nil {
+		if j := l.score.poll(); j != nil {
+			l.takeScore(j, &scores)
+		}
+		if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
+			l.fillScoreWindow(now)
+			if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
+				l.score.job.obsTime, l.score.job.start = l.obs.newest, now
+				l.score.submit()
+			}
 		}
 	}
 
@@ -381,7 +396,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.cmd.Gripper = l.lastGrip
 
 	// 6. Wait (bounded) for this tick's score, then gate and write.
-	if l.score.busy {
+	if l.score != nil && l.score.busy {
 		l.wait.Reset(l.scoreWait())
 		if j := l.score.wait(l.wait.C); j != nil {
 			if !l.wait.Stop() {

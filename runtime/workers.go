@@ -14,7 +14,7 @@ type PolicySampler interface {
 }
 
 // PolicyScorer is what the re-scoring goroutine needs: *engines.Sampler
-// implements it.
+// implements it. A policy without an energy has none (LoopDeps.Scorer nil).
 type PolicyScorer interface {
 	Score(actions, cond []float32) (engines.Score, error)
 }

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"math"
 	"net/http"
 	"time"
 
@@ -59,9 +60,9 @@ func NewMetrics() *Metrics {
 		inference: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inference_latency_seconds",
 			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
 		energy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_score",
-			Help: "Latest energy score the safety monitor compares with the threshold."}),
+			Help: "Latest energy score the safety monitor compares with the threshold (NaN: none, e.g. a policy without an energy)."}),
 		threshold: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_threshold",
-			Help: "Energy score at which the safety monitor stops the arm."}),
+			Help: "Energy score at which the safety monitor stops the arm (NaN: no energy stop)."}),
 		energyDist: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "energy_score_distribution",
 			Help: "Distribution of energy scores.", Buckets: prometheus.LinearBuckets(-10, 1, 31)}),
 		trips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "safety_trips_total",
@@ -90,6 +91,10 @@ func NewMetrics() *Metrics {
 		authFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: "telemetry", Name: "auth_failures_total",
 			Help: "Requests refused for a missing or wrong token."}),
 	}
+	// No energy until one is observed (and never for a policy without an
+	// energy, or with the monitor disabled): NaN, not a fake 0.
+	m.energy.Set(math.NaN())
+	m.threshold.Set(math.NaN())
 	m.dropBusy = m.framesDropped.WithLabelValues("busy")
 	m.dropRate = m.framesDropped.WithLabelValues("rate")
 	m.dropInvalid = m.framesDropped.WithLabelValues("invalid")

@@ -68,6 +68,7 @@ func cliLogger(w io.Writer) *slog.Logger {
 // benchReport is what bench prints (--json prints it as is).
 type benchReport struct {
 	Bundle         string  `json:"bundle"`
+	Policy         string  `json:"policy"` // "energyflow" (Euler steps) or "diffusion" (DDIM steps)
 	Backend        string  `json:"backend"`
 	Steps          int     `json:"steps"`
 	Batch          int     `json:"batch"`
@@ -96,7 +97,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	var bf backendFlags
 	bf.register(fs)
 	dir := fs.String("bundle", "", "engine bundle directory (required)")
-	steps := fs.Int("steps", 0, "Euler steps K (default: the manifest's sampler.steps)")
+	steps := fs.Int("steps", 0, "sampler steps: Euler steps K, or DDIM steps S for a diffusion bundle (default: the manifest's sampler.steps)")
 	batch := fs.Int("batch", 1, "rows per sample call")
 	n := fs.Int("n", 100, "timed samples")
 	warmup := fs.Int("warmup", 5, "untimed samples first")
@@ -104,7 +105,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noRefs := fs.Bool("no-references", false, "skip the M reference energies (centered reward) in the final call")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies) and\nprints p50/p90/p99 latency, the share of time outside the backend and allocations.\n\nflags:")
+		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -167,7 +168,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	runtime.ReadMemStats(&ms1)
 	st := s.Stats()
 	rep := benchReport{
-		Bundle: b.Dir, Backend: desc, Steps: s.Steps(), Batch: *batch, N: *n, Fused: s.Fused(), References: len(b.Manifest.ReferenceActions),
+		Bundle: b.Dir, Policy: b.Manifest.Policy, Backend: desc, Steps: s.Steps(), Batch: *batch, N: *n, Fused: s.Fused(), References: len(b.Manifest.ReferenceActions),
 		BackendCalls:   float64(st.BackendCalls) / float64(*n),
 		BackendCallMs:  ms(st.BackendTime) / float64(max(st.BackendCalls, 1)),
 		OutsidePercent: 100 * float64(st.TotalTime-st.BackendTime) / float64(st.TotalTime),
@@ -175,7 +176,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 		BytesPerCall:   float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(*n),
 		CPUms:          ms(cpu) / float64(*n),
 	}
-	if *noRefs {
+	if *noRefs || !s.HasEnergy() {
 		rep.References = 0
 	}
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs = percentiles(lat)
@@ -190,7 +191,11 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	w := env.stdout
 	fmt.Fprintf(w, "bundle    %s (%s)\n", b.Manifest.Name, b.Dir)
 	fmt.Fprintf(w, "backend   %s%s\n", desc, map[bool]string{true: ", fused sampler", false: ""}[rep.Fused])
-	fmt.Fprintf(w, "sampling  K=%d batch=%d n=%d (warm-up %d); per sample: K ∇E calls, the energy at γ, %d reference rows in one call\n", rep.Steps, rep.Batch, rep.N, *warmup, rep.References)
+	if s.HasEnergy() {
+		fmt.Fprintf(w, "sampling  K=%d batch=%d n=%d (warm-up %d); per sample: K ∇E calls, the energy at γ, %d reference rows in one call\n", rep.Steps, rep.Batch, rep.N, *warmup, rep.References)
+	} else {
+		fmt.Fprintf(w, "sampling  DDIM S=%d batch=%d n=%d (warm-up %d); per sample: S eps calls (policy %s: no energy, no references)\n", rep.Steps, rep.Batch, rep.N, *warmup, b.Manifest.Policy)
+	}
 	fmt.Fprintf(w, "latency   p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  (mean %.2f, min %.2f)\n", rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs)
 	fmt.Fprintf(w, "backend   %.1f calls/sample, %.3f ms/call; time outside the backend %.2f%%\n", rep.BackendCalls, rep.BackendCallMs, rep.OutsidePercent)
 	fmt.Fprintf(w, "cpu       %.2f ms per sample (process user+sys; less sensitive to a loaded machine than latency)\n", rep.CPUms)

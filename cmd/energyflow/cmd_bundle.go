@@ -14,7 +14,7 @@ import (
 // cmdBundle inspects engine bundles: `energyflow bundle verify DIR`.
 func cmdBundle(ctx context.Context, env *cliEnv, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(env.stderr, "usage: energyflow bundle verify [--backend ort|trt] [--steps K] DIR\n\nverify checks the manifest, the sha256 of every file, each graph's inputs and\noutputs against the manifest, and draws one test sample.")
+		fmt.Fprintln(env.stderr, "usage: energyflow bundle verify [--backend ort|trt] [--steps K] DIR\n\nverify checks the manifest, the sha256 of every file, each graph's inputs and\noutputs against the manifest, and draws one test sample (energyflow or diffusion).")
 		if len(args) == 0 {
 			return exitUsage
 		}
@@ -35,7 +35,7 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	var bf backendFlags
 	bf.register(fs)
-	steps := fs.Int("steps", 0, "Euler steps K of the test sample (default: the manifest's)")
+	steps := fs.Int("steps", 0, "sampler steps of the test sample: Euler steps K or DDIM steps S (default: the manifest's)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, "usage: energyflow bundle verify [flags] DIR\n\nflags:")
 		fs.PrintDefaults()
@@ -64,14 +64,21 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	}
 	m := &b.Manifest
 	fmt.Fprintf(w, "bundle %s (%s)\n  name %q, created %s, source commit %s\n", b.Dir, m.Policy, m.Name, m.Created, m.SourceCommit)
-	fmt.Fprintf(w, "ok    manifest: format %d, D_a=%d T_p=%d T_o=%d T_a=%d cond_dim=%d, K=%d, M=%d reference actions\n",
-		m.FormatVersion, m.ActionDim, m.PredHorizon, m.ObsHorizon, m.ActionHorizon, m.CondDim, m.Sampler.Steps, len(m.ReferenceActions))
+	if m.HasEnergy() {
+		fmt.Fprintf(w, "ok    manifest: format %d, D_a=%d T_p=%d T_o=%d T_a=%d cond_dim=%d, K=%d, M=%d reference actions\n",
+			m.FormatVersion, m.ActionDim, m.PredHorizon, m.ObsHorizon, m.ActionHorizon, m.CondDim, m.Sampler.Steps, len(m.ReferenceActions))
+	} else {
+		fmt.Fprintf(w, "ok    manifest: format %d, D_a=%d T_p=%d T_o=%d T_a=%d cond_dim=%d, DDIM S=%d of N=%d timesteps, clip_sample %g\n",
+			m.FormatVersion, m.ActionDim, m.PredHorizon, m.ObsHorizon, m.ActionHorizon, m.CondDim, m.Sampler.Steps, m.Schedule.NumTrainTimesteps, m.Schedule.ClipSample)
+	}
 	for _, o := range m.Obs {
 		fmt.Fprintf(w, "        obs %q: %s %v (width %d in cond)\n", o.Name, o.Kind, o.Shape, o.Width())
 	}
 	fmt.Fprintf(w, "ok    files: %d sha256 verified\n", len(m.Files))
 	if c := m.Calibration; c != nil {
 		fmt.Fprintf(w, "ok    calibration: stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+	} else if !m.HasEnergy() {
+		fmt.Fprintf(w, "note  energy: none — policy %q has no energy; the runtime turns the energy stop off (every other safety check stays on)\n", m.Policy)
 	} else {
 		fmt.Fprintln(w, "note  calibration: none (run `python -m energyflow calibrate`; the runtime then needs a configured threshold)")
 	}
@@ -110,12 +117,13 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		}
 		fmt.Fprintf(w, "ok    graph %s: I/O matches the manifest, %d features on a blank image\n", m.Graphs[o.Graph].File, len(frame[i]))
 	}
+	graph := m.Graphs[m.PolicyGraph()].File
 	s, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: *steps, Logger: log})
 	if err != nil {
-		return fail("graph "+m.Graphs[engines.GraphEnergyGrad].File, err)
+		return fail("graph "+graph, err)
 	}
 	defer s.Close()
-	fmt.Fprintf(w, "ok    graph %s: I/O matches the manifest on %s\n", m.Graphs[engines.GraphEnergyGrad].File, desc)
+	fmt.Fprintf(w, "ok    graph %s: I/O matches the manifest on %s\n", graph, desc)
 
 	hist := make([]engines.ObsFrame, m.ObsHorizon)
 	for i := range hist {
@@ -125,7 +133,19 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	t0 := time.Now()
 	err = s.SampleObs(hist, &r)
 	took := time.Since(t0)
-	if err == nil && (!finite(r.Actions) || !finite([]float32{r.Energy, r.RefEnergyMean})) {
+	if err == nil && !finite(r.Actions) {
+		err = fmt.Errorf("test sample has non-finite actions: %v", r.Actions)
+	}
+	if !s.HasEnergy() {
+		if err != nil {
+			return fail("test sample", err)
+		}
+		fmt.Fprintf(w, "ok    test sample (observations at their mean, seed 0, DDIM S=%d): finite actions, %v (first call, includes warm-up)\n",
+			s.Steps(), took.Round(time.Microsecond))
+		fmt.Fprintln(w, "verify: OK")
+		return exitOK
+	}
+	if err == nil && !finite([]float32{r.Energy, r.RefEnergyMean}) {
 		err = fmt.Errorf("test sample is not finite: energy %v, reference mean %v", r.Energy, r.RefEnergyMean)
 	}
 	var sc engines.Score

@@ -117,3 +117,42 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench without --bundle: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// A diffusion bundle (DDIM, no energy) verifies and benches too: no energy
+// numbers, DDIM steps instead of Euler steps.
+func TestBundleVerifyAndBenchDiffusion(t *testing.T) {
+	dir := filepath.Join("..", "..", "runtime", "testdata", "simarm-diffusion")
+	var out, errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", "--steps", "20", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("verify exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, w := range []string{"(diffusion)", "DDIM S=10 of N=100 timesteps", "note  energy: none", "ok    graph eps.onnx", "ok    test sample", "DDIM S=20", "verify: OK"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("verify output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "centered reward") {
+		t.Errorf("verify printed an energy for a policy without one:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := realMain([]string{"bundle", "verify", "--steps", "101", dir}, &out, &errb); code != exitCheckFailed || !strings.Contains(errb.String(), "1..100") {
+		t.Errorf("verify --steps 101: exit %d, %s", code, errb.String())
+	}
+
+	out.Reset()
+	if code := realMain([]string{"bench", "--bundle", dir, "--steps", "5", "--n", "10", "--threads", "1", "--json"}, &out, &errb); code != exitOK {
+		t.Fatalf("bench exit %d: %s", code, errb.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Policy != "diffusion" || rep.Steps != 5 || rep.References != 0 || rep.BackendCalls != 5 {
+		t.Fatalf("json report %q: %v", out.String(), err)
+	}
+	out.Reset()
+	if code := realMain([]string{"bench", "--bundle", dir, "--n", "5", "--threads", "1"}, &out, &errb); code != exitOK {
+		t.Fatalf("bench exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "DDIM S=10 batch=1 n=5") || !strings.Contains(out.String(), "p50") {
+		t.Errorf("bench output:\n%s", out.String())
+	}
+}

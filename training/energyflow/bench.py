@@ -11,6 +11,9 @@ block, copies whatever weights it finds by name in the ONNX initializers
 (timing does not depend on them; ``weights_loaded`` in the result says how
 many were found), and runs the autograd sampler (what a Python deployment
 would do). The ort backend runs ``energy_grad.onnx``.
+
+Diffusion bundles (``policy: diffusion``) time the DDIM reference sampler
+instead (``--steps`` = DDIM steps S; NoiseUNet in torch, or ``eps.onnx``).
 """
 from __future__ import annotations
 
@@ -25,18 +28,25 @@ import numpy as np
 
 
 def torch_model_from_bundle(bundle: str | Path):
-    """Rebuild the EnergyUNet from the manifest and copy the weights out of energy_grad.onnx."""
+    """Rebuild the network from the manifest and copy the weights out of its graph.
+
+    EnergyUNet from ``energy_grad.onnx``, or NoiseUNet from ``eps.onnx`` for a diffusion bundle.
+    """
     import onnx
     import torch
     from onnx import numpy_helper
 
     from .bundle import model_config_from_manifest, read_manifest
+    from .diffusion import NoiseUNet
     from .model import EnergyUNet, bake_spectral_norm
 
     man = read_manifest(bundle)
     cfg = model_config_from_manifest(man)
-    m = bake_spectral_norm(EnergyUNet(cfg))
-    g = onnx.load(str(Path(bundle) / man["graphs"]["energy_grad"]["file"]))
+    if cfg.policy == "diffusion":
+        m, graph = NoiseUNet(cfg), "eps"
+    else:
+        m, graph = bake_spectral_norm(EnergyUNet(cfg)), "energy_grad"
+    g = onnx.load(str(Path(bundle) / man["graphs"][graph]["file"]))
     inits = {i.name: numpy_helper.to_array(i) for i in g.graph.initializer}
     sd = m.state_dict()
     missing = []
@@ -64,6 +74,8 @@ def bench_bundle(bundle: str | Path, steps: int = 20, batch: int = 1, threads: i
 
     torch.set_num_threads(threads)
     man = read_manifest(bundle)
+    if man["policy"] == "diffusion":
+        return _bench_diffusion(bundle, man, steps, batch, threads, repeats, backend, warmup)
     if backend == "torch":
         model, man = torch_model_from_bundle(bundle)
         fn = TorchEnergyGrad(model)
@@ -84,6 +96,35 @@ def bench_bundle(bundle: str | Path, steps: int = 20, batch: int = 1, threads: i
             times.append(dt)
     return {"backend": backend, "torch": torch.__version__, "steps": steps, "batch": batch, "threads": threads,
             "repeats": repeats, "median_ms": statistics.median(times), "min_ms": min(times),
+            "max_ms": max(times), "weights_loaded": loaded}
+
+
+def _bench_diffusion(bundle: str | Path, man: Dict[str, Any], steps: int, batch: int, threads: int, repeats: int,
+                     backend: str, warmup: int) -> Dict[str, Any]:
+    """Median ms of the DDIM reference sampler (S = ``steps`` eps evaluations)."""
+    import torch
+
+    from .diffusion import OrtEps, TorchEps, ddim_sample
+
+    if backend == "torch":
+        model, man = torch_model_from_bundle(bundle)
+        fn = TorchEps(model)
+        loaded = list(model.weights_loaded)
+    else:
+        fn = OrtEps(Path(bundle) / man["graphs"]["eps"]["file"], threads=threads)
+        loaded = None
+    ac = np.asarray(man["schedule"]["alphas_cumprod"], np.float64)
+    rng = np.random.default_rng(0)
+    cond = rng.standard_normal((batch, man["cond_dim"])).astype(np.float32)
+    times = []
+    for i in range(warmup + repeats):
+        z = rng.standard_normal((batch, man["pred_horizon"], man["action_dim"])).astype(np.float32)
+        t0 = time.perf_counter()
+        ddim_sample(fn, cond, z, ac, steps, man["schedule"]["clip_sample"])
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return {"backend": backend, "policy": "diffusion", "torch": torch.__version__, "steps": steps, "batch": batch,
+            "threads": threads, "repeats": repeats, "median_ms": statistics.median(times), "min_ms": min(times),
             "max_ms": max(times), "weights_loaded": loaded}
 
 

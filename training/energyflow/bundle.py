@@ -68,14 +68,26 @@ def reference_actions(cfg: ModelConfig, seed: int = 0, m: int = NUM_REFERENCE) -
     return rng.standard_normal((m, cfg.pred_horizon, cfg.action_dim)).astype(np.float32)
 
 
+#: model-config keys that only describe the EnergyFlow energy head / schedule
+#: (left out of a diffusion manifest's ``model`` block)
+ENERGY_ONLY_KEYS = ("head_dims", "spectral_norm", "energy_scale", "input_scale", "energy_prior", "time_scale")
+
+
 def graph_specs(cfg: ModelConfig) -> Dict[str, Any]:
-    g: Dict[str, Any] = {"energy_grad": {
-        "file": "energy_grad.onnx",
-        "inputs": [{"name": "a_t", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
-                   {"name": "cond", "shape": [-1, cfg.cond_dim]},
-                   {"name": "t", "shape": [-1]}],
-        "outputs": [{"name": "grad_a", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
-                    {"name": "energy", "shape": [-1]}]}}
+    """``graphs`` block: ``energy_grad`` (energyflow) or ``eps`` (diffusion), plus ``vision``."""
+    inputs = [{"name": "a_t", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
+              {"name": "cond", "shape": [-1, cfg.cond_dim]},
+              {"name": "t", "shape": [-1]}]
+    g: Dict[str, Any]
+    if cfg.policy == "diffusion":
+        g = {"eps": {"file": "eps.onnx", "inputs": inputs,
+                     "outputs": [{"name": "eps", "shape": [-1, cfg.pred_horizon, cfg.action_dim]}]}}
+    else:
+        g = {"energy_grad": {
+            "file": "energy_grad.onnx",
+            "inputs": inputs,
+            "outputs": [{"name": "grad_a", "shape": [-1, cfg.pred_horizon, cfg.action_dim]},
+                        {"name": "energy", "shape": [-1]}]}}
     if cfg.images:
         im = cfg.images[0]
         g["vision"] = {"file": "vision.onnx",
@@ -114,20 +126,35 @@ def conditioning(cfg: ModelConfig) -> Dict[str, Any]:
 def build_manifest(cfg: ModelConfig, name: str, action_mean: Sequence[float], action_std: Sequence[float],
                    state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
                    ref_actions: Optional[np.ndarray] = None, steps: int = 20,
-                   calibration: Optional[Dict[str, Any]] = None, extra_model: Optional[Dict[str, Any]] = None
-                   ) -> Dict[str, Any]:
-    """Manifest dict (without ``files``) for a model config and its normalizers."""
+                   calibration: Optional[Dict[str, Any]] = None, extra_model: Optional[Dict[str, Any]] = None,
+                   clip_sample: float = 0.0) -> Dict[str, Any]:
+    """Manifest dict (without ``files``) for a model config and its normalizers.
+
+    The kind comes from ``cfg.policy``. ``energyflow``: geometric schedule,
+    ``sampler: {steps}``. ``diffusion``: DDPM schedule (with ``clip_sample``,
+    the DDIM x0 clip in standardized units, 0 = off), ``sampler: {kind: ddim,
+    steps}``, ``calibration`` always null.
+    """
     if ref_actions is None:
         ref_actions = reference_actions(cfg)
     ref_actions = np.asarray(ref_actions, np.float32)
     if ref_actions.shape != (NUM_REFERENCE, cfg.pred_horizon, cfg.action_dim):
         raise ValueError(f"reference_actions must be [{NUM_REFERENCE},{cfg.pred_horizon},{cfg.action_dim}]")
     a_std = np.maximum(np.asarray(action_std, np.float64), 1e-6)
-    model_info = {k: v for k, v in cfg.to_dict().items() if k not in ("schedule",)}
+    diffusion = cfg.policy == "diffusion"
+    skip = ("schedule", "policy") + (ENERGY_ONLY_KEYS if diffusion else ())
+    model_info = {k: v for k, v in cfg.to_dict().items() if k not in skip}
     model_info.update(extra_model or {})
+    if diffusion:
+        from .diffusion import schedule_manifest
+
+        schedule, sampler = schedule_manifest(clip_sample), {"kind": "ddim", "steps": int(steps)}
+        calibration = None
+    else:
+        schedule, sampler = cfg.schedule.to_manifest(), {"steps": int(steps)}
     return {
         "format_version": FORMAT_VERSION,
-        "policy": "energyflow",
+        "policy": cfg.policy,
         "name": name,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         "source_commit": source_commit(),
@@ -139,8 +166,8 @@ def build_manifest(cfg: ModelConfig, name: str, action_mean: Sequence[float], ac
         "obs": obs_entries(cfg, state_mean, state_std),
         "conditioning": conditioning(cfg),
         "cond_dim": cfg.cond_dim,
-        "schedule": cfg.schedule.to_manifest(),
-        "sampler": {"steps": int(steps)},
+        "schedule": schedule,
+        "sampler": sampler,
         "reference_actions": f32(ref_actions),
         "graphs": graph_specs(cfg),
         "calibration": calibration,
@@ -162,15 +189,17 @@ def write_manifest(bundle_dir: str | Path, manifest: Dict[str, Any]) -> Dict[str
 def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[float], action_std: Sequence[float],
                  state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
                  vision_encoder=None, ref_seed: int = 0, steps: int = 20,
-                 calibration: Optional[Dict[str, Any]] = None, tol: float = 1e-5,
-                 overwrite: bool = True) -> Dict[str, Any]:
+                 calibration: Optional[Dict[str, Any]] = None, tol: Optional[float] = None,
+                 overwrite: bool = True, clip_sample: float = 0.0) -> Dict[str, Any]:
     """Export graphs (each verified against torch) and write a complete bundle.
 
-    Graphs are first written to a temporary sibling directory; the bundle is
+    ``model`` is an EnergyUNet (``energy_grad.onnx``, relative-error gate
+    ``tol``, default 1e-5) or a NoiseUNet (``eps.onnx``, max-abs gate ``tol``,
+    default 1e-4; ``clip_sample`` goes into the schedule). Graphs are first written to a temporary sibling directory; the bundle is
     only moved into place when every check passed, so a failing export never
     leaves a bundle behind.
     """
-    from .export import export_energy_grad, export_vision
+    from .export import EPS_TOL, export_energy_grad, export_eps, export_vision
 
     cfg: ModelConfig = model.cfg
     out = Path(out_dir)
@@ -179,7 +208,11 @@ def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[fl
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        errs = export_energy_grad(model, tmp / "energy_grad.onnx", tol=tol)
+        if cfg.policy == "diffusion":
+            check = {"eps": export_eps(model, tmp / "eps.onnx", tol=EPS_TOL if tol is None else tol)}
+        else:
+            check = {"energy_grad": export_energy_grad(model, tmp / "energy_grad.onnx",
+                                                       tol=1e-5 if tol is None else tol)}
         verr = None
         if cfg.images:
             if vision_encoder is None:
@@ -189,7 +222,7 @@ def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[fl
             verr = export_vision(vision_encoder, tuple(cfg.images[0].shape), tmp / "vision.onnx")
         man = build_manifest(cfg, name, action_mean, action_std, state_mean, state_std,
                              reference_actions(cfg, ref_seed), steps, calibration,
-                             extra_model={"export_check": {"energy_grad": errs, "vision": verr}})
+                             extra_model={"export_check": {**check, "vision": verr}}, clip_sample=clip_sample)
         if out.exists():
             if not overwrite:
                 raise FileExistsError(out)
@@ -220,7 +253,9 @@ def read_manifest(bundle_dir: str | Path, verify: bool = True) -> Dict[str, Any]
 
 
 def model_config_from_manifest(man: Dict[str, Any]) -> ModelConfig:
-    """Rebuild the ModelConfig recorded in a manifest's ``model`` block."""
+    """Rebuild the ModelConfig recorded in a manifest's ``model`` block (kind from ``policy``)."""
     d = {k: v for k, v in man["model"].items() if k != "export_check"}
-    d["schedule"] = {k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")}
+    d["policy"] = man.get("policy", "energyflow")
+    if d["policy"] == "energyflow":
+        d["schedule"] = {k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")}
     return ModelConfig.from_dict(d)

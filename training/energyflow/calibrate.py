@@ -22,6 +22,10 @@ import numpy as np
 QUANTILES = ("50", "90", "99", "99.9")
 
 
+class CalibrationError(ValueError):
+    """The bundle cannot be calibrated (e.g. a diffusion bundle has no energy)."""
+
+
 def score_stats(x: Sequence[float]) -> Dict[str, Any]:
     """mean, std (population) and quantiles 50/90/99/99.9 (numpy 'linear' interpolation)."""
     a = np.asarray(x, np.float64)
@@ -64,7 +68,10 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
                      steps: Optional[int] = None, val_fraction: float = 0.1, split_seed: int = 0,
                      all_demos: bool = False, quantile: str = "99.9", score: str = "energy", png: bool = True,
                      batch: int = 64) -> Dict[str, Any]:
-    """Run the calibration and rewrite the bundle's manifest (hashes included)."""
+    """Run the calibration and rewrite the bundle's manifest (hashes included).
+
+    Raises :class:`CalibrationError` (and changes nothing) for a diffusion bundle.
+    """
     from .bundle import read_manifest, write_manifest
     from .data import Normalizer, WindowDataset, load_hdf5, split_demos
     from .preprocess import preprocess_batch
@@ -72,6 +79,8 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
 
     bundle = Path(bundle)
     man = read_manifest(bundle)
+    if man.get("policy", "energyflow") != "energyflow":
+        raise CalibrationError(f"{bundle}: {man.get('policy')} bundles have no energy to calibrate")
     state_entries = [o for o in man["obs"] if o["kind"] == "state"]
     image_entries = [o for o in man["obs"] if o["kind"] == "image"]
     demos, _ = load_hdf5(data, [o["name"] for o in state_entries], [o["name"] for o in image_entries])

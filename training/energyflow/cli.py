@@ -1,5 +1,10 @@
 """Command line: ``python -m energyflow {train,export,calibrate,sample,inspect,fixtures,bench}``.
 
+``--policy energyflow`` (default) or ``--policy diffusion`` (the Diffusion
+Policy baseline, :mod:`energyflow.diffusion`) selects the kind for ``train``,
+``export --random-init`` and ``fixtures``; the other commands read the kind
+from the bundle's manifest (``calibrate`` refuses diffusion bundles).
+
 Every hyper-parameter has a flag (defaults = the paper's values) and may also
 come from ``--config FILE`` (YAML or JSON with ``model:`` and ``train:``
 sections); explicit flags override the file.
@@ -27,6 +32,7 @@ _MODEL_FLAGS = {
     "--activation": ("activation", str, "mish | softplus | silu (mish)"),
     "--energy-scale": ("energy_scale", str, "none | inv_sigma: E = f/sigma(t) | edm: E = f*sqrt(sigma^2+1)/sigma, use with --input-scale c_in (none)"),
     "--input-scale": ("input_scale", str, "none | c_in: U-Net input a_t/sqrt(sigma^2+1) (none)"),
+    "--energy-prior": ("energy_prior", str, "none | gaussian: E = f + |a_t|^2/(2(sigma^2+1)), f learns the residual (none)"),
     "--pred-horizon": ("pred_horizon", int, "T_p (16)"),
     "--obs-horizon": ("obs_horizon", int, "T_o (2)"),
     "--action-horizon": ("action_horizon", int, "T_a (8)"),
@@ -64,6 +70,11 @@ def _add_flags(p: argparse.ArgumentParser, flags: Dict[str, tuple], title: str) 
             g.add_argument(flag, dest=dest, type=int, nargs="+", default=None, help=hlp)
         else:
             g.add_argument(flag, dest=dest, type=typ, default=None, help=hlp)
+
+
+def _add_policy_flag(p: argparse.ArgumentParser, hlp: str) -> None:
+    """``--policy`` into the model overrides (``m_policy``; None = config file / energyflow)."""
+    p.add_argument("--policy", dest="m_policy", default=None, choices=["energyflow", "diffusion"], help=hlp)
 
 
 def _collect(args: argparse.Namespace, prefix: str) -> Dict[str, Any]:
@@ -120,6 +131,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not args.checkpoint:
             print("export: give --checkpoint FILE or --random-init", file=sys.stderr)
             return 2
+        if args.m_policy:
+            print("export: --policy only applies to --random-init (a checkpoint knows its kind)", file=sys.stderr)
+            return 2
         man = export_from_checkpoint(args.checkpoint, args.out, name=args.name, use_ema=not args.no_ema,
                                      tol=args.tol)
     print(json.dumps({"bundle": str(args.out), "files": man["files"],
@@ -128,11 +142,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .calibrate import calibrate_bundle
+    from .calibrate import CalibrationError, calibrate_bundle
 
-    res = calibrate_bundle(args.bundle, args.data, n_windows=args.n_windows, seed=args.seed, steps=args.steps,
-                           val_fraction=args.val_fraction, split_seed=args.split_seed, all_demos=args.all_demos,
-                           quantile=args.quantile, score=args.score, png=not args.no_png, batch=args.batch)
+    try:
+        res = calibrate_bundle(args.bundle, args.data, n_windows=args.n_windows, seed=args.seed, steps=args.steps,
+                               val_fraction=args.val_fraction, split_seed=args.split_seed,
+                               all_demos=args.all_demos, quantile=args.quantile, score=args.score,
+                               png=not args.no_png, batch=args.batch)
+    except CalibrationError as e:
+        print(f"calibrate: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(res, indent=1))
     return 0
 
@@ -152,6 +171,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         cond = rng.standard_normal((args.batch, cond_dim)).astype(np.float32)
     B = cond.shape[0]
     z = rng.standard_normal((B, man["pred_horizon"], man["action_dim"])).astype(np.float32)
+    if man["policy"] == "diffusion":
+        from .diffusion import sample_diffusion_bundle
+
+        dres = sample_diffusion_bundle(args.bundle, cond, z, steps=args.steps, threads=args.threads)
+        print(json.dumps({"policy": "diffusion", "actions": dres.actions.tolist()}))
+        return 0
     res = sample_bundle(args.bundle, cond, z, steps=args.steps, threads=args.threads)
     out = {"actions": res.actions.tolist(), "energy": res.energy.tolist(),
            "centered_reward": res.centered_reward.tolist()}
@@ -168,6 +193,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     summary = {k: man[k] for k in ("name", "policy", "created", "source_commit", "action_dim", "pred_horizon",
                                    "obs_horizon", "action_horizon", "cond_dim", "schedule", "sampler",
                                    "conditioning")}
+    if "alphas_cumprod" in summary["schedule"]:  # diffusion: 100 numbers, show the ends
+        ac = summary["schedule"]["alphas_cumprod"]
+        summary["schedule"] = dict(summary["schedule"], alphas_cumprod=f"{len(ac)} values, {ac[0]:.6g} .. {ac[-1]:.6g}")
     summary["obs"] = [{k: v for k, v in o.items() if k != "norm"} for o in man["obs"]]
     summary["files"] = man["files"]
     summary["graphs"] = {}
@@ -184,7 +212,8 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     from .fixtures import make_fixtures
 
     res = make_fixtures(args.out, n_cases=args.cases, seed=args.seed, action_dim=args.action_dim,
-                        state_dim=args.state_dim, train_steps=args.train_steps, steps=args.steps)
+                        state_dim=args.state_dim, train_steps=args.train_steps, steps=args.steps,
+                        policy=args.policy)
     print(json.dumps(res, indent=1))
     return 0
 
@@ -202,8 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m energyflow", description="EnergyFlow training toolkit")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    t = sub.add_parser("train", help="train an energy policy on HDF5 demonstrations (Algorithm 1)")
+    t = sub.add_parser("train", help="train a policy on HDF5 demonstrations (EnergyFlow: Algorithm 1)")
     t.add_argument("--data", required=True, help="robomimic-style HDF5 file")
+    _add_policy_flag(t, "policy kind: energyflow (default) | diffusion (Diffusion Policy baseline: DDPM "
+                        "epsilon loss, 100 timesteps, DDIM bundle)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, logs, bundle/)")
     t.add_argument("--config", help="YAML/JSON config file with model:/schedule:/train: sections")
     t.add_argument("--state-key", default="state", help="obs key of the state vector ('' for none)")
@@ -231,13 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--config", help="YAML/JSON config (random init)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--name", default=None)
-    e.add_argument("--tol", type=float, default=1e-5,
-                   help="export check: max relative error of ONNX Runtime vs torch autograd (1e-5)")
+    _add_policy_flag(e, "(random init) policy kind: energyflow (default) | diffusion")
+    e.add_argument("--tol", type=float, default=None,
+                   help="export check: energyflow: max relative error of ONNX Runtime vs torch autograd (1e-5); "
+                        "diffusion: max abs error of eps (1e-4)")
     _add_flags(e, _MODEL_FLAGS, "model (random init)")
     _add_flags(e, _SCHEDULE_FLAGS, "noise schedule (random init)")
     e.set_defaults(func=cmd_export)
 
-    c = sub.add_parser("calibrate", help="energy-score statistics on held-out windows -> manifest")
+    c = sub.add_parser("calibrate", help="energy-score statistics on held-out windows -> manifest "
+                                         "(energyflow bundles only)")
     c.add_argument("--bundle", required=True)
     c.add_argument("--data", required=True, help="HDF5 demonstrations")
     c.add_argument("--n-windows", type=int, default=512)
@@ -252,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-png", action="store_true")
     c.set_defaults(func=cmd_calibrate)
 
-    s = sub.add_parser("sample", help="run the reference sampler (ONNX Runtime) on a bundle")
+    s = sub.add_parser("sample", help="run the reference sampler (ONNX Runtime) on a bundle "
+                                      "(Algorithm 2, or DDIM for diffusion bundles)")
     s.add_argument("--bundle", required=True)
     s.add_argument("--cond", help="JSON file with cond rows (default: random)")
     s.add_argument("--batch", type=int, default=1)
@@ -271,8 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--action-dim", type=int, default=3)
     f.add_argument("--state-dim", type=int, default=5)
-    f.add_argument("--train-steps", type=int, default=120)
-    f.add_argument("--steps", type=int, default=10, help="sampler steps K in the cases")
+    f.add_argument("--policy", default="energyflow", choices=["energyflow", "diffusion"],
+                   help="policy kind (diffusion: e.g. --out engines/testdata/parity-diffusion)")
+    f.add_argument("--train-steps", type=int, default=None, help="training steps (energyflow 120, diffusion 1000)")
+    f.add_argument("--steps", type=int, default=None,
+                   help="sampler steps in the cases (energyflow K=10, diffusion DDIM S=20)")
     f.set_defaults(func=cmd_fixtures)
 
     b = sub.add_parser("bench", help="time the reference sampler (median ms, JSON)")

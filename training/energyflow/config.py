@@ -35,6 +35,10 @@ class Schedule:
                 "T": self.T, "gamma": self.gamma}
 
 
+#: policy kinds a bundle / checkpoint can hold (docs/bundle.md ``policy``)
+POLICY_KINDS = ("energyflow", "diffusion")
+
+
 @dataclass
 class ImageSpec:
     """One camera observation consumed through the vision encoder."""
@@ -49,7 +53,15 @@ class ImageSpec:
 
 @dataclass
 class ModelConfig:
-    """Architecture of the energy network (paper appendix C)."""
+    """Architecture of the policy network (paper appendix C).
+
+    ``policy`` selects the kind: ``energyflow`` (EnergyUNet, DSM, Algorithm 2)
+    or ``diffusion`` (the Diffusion Policy baseline: NoiseUNet on the same
+    backbone, DDPM epsilon loss, DDIM sampler; see :mod:`energyflow.diffusion`).
+    The energy-head fields (``head_dims``, ``spectral_norm``, ``energy_scale``,
+    ``input_scale``, ``energy_prior``, ``time_scale``, ``schedule``) only apply
+    to ``energyflow``.
+    """
 
     action_dim: int = 4
     pred_horizon: int = 16
@@ -74,8 +86,17 @@ class ModelConfig:
     # sigma_max then never removes the initial noise. E stays a scalar
     # function of a_t, so the field stays conservative.
     input_scale: str = "none"
+    # none | gaussian: E = f + |a_t|^2 / (2 (sigma(t)^2 + 1)), the exact energy
+    # of unit-variance data at noise level sigma (EDM's skip connection in
+    # energy form); f learns the residual. See EnergyUNet.prior_coef.
+    energy_prior: str = "none"
     time_scale: float = 1000.0               # sinusoidal embedding of t * time_scale
     schedule: Schedule = field(default_factory=Schedule)
+    policy: str = "energyflow"               # energyflow | diffusion
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICY_KINDS:
+            raise ValueError(f"unknown policy {self.policy!r}: want one of {', '.join(POLICY_KINDS)}")
 
     @property
     def step_width(self) -> int:

@@ -1,8 +1,12 @@
-"""ONNX export of the energy-gradient graph (hand-written VJP) and the vision encoder.
+"""ONNX export of the energy-gradient graph (hand-written VJP), the DP noise graph and the vision encoder.
 
 ``energy_grad.onnx``: inputs ``a_t [B,T_p,D_a]``, ``cond [B,cond_dim]``, ``t [B]``;
 outputs ``grad_a [B,T_p,D_a]`` (= dE/da_t) and ``energy [B]``; opset 17,
 dynamic batch, spectral norm baked into plain weights.
+
+``eps.onnx`` (Diffusion Policy baseline, :func:`export_eps`): inputs as above
+(``t`` = integer DDPM timestep as float32), output ``eps [B,T_p,D_a]``; the
+NoiseUNet forward through the same plain-operator block code.
 
 Every export verifies itself: the ONNX file is run in ONNX Runtime on random
 inputs and compared with torch autograd on the original model; a mismatch
@@ -175,6 +179,88 @@ def export_vision(encoder: nn.Module, image_shape: Tuple[int, int, int], path: s
         if err > tol:
             raise ExportCheckError(f"vision.onnx differs from torch: relative error {err} > {tol}")
         return {"features": err}
+    except Exception:
+        if path.exists():
+            path.unlink()
+        raise
+
+
+# ---------------------------------------------------------------------------
+# Diffusion Policy baseline: eps.onnx
+# ---------------------------------------------------------------------------
+#: max |ONNX Runtime - torch| allowed for eps.onnx
+EPS_TOL = 1e-4
+
+
+class EpsGraph(nn.Module):
+    """Traceable wrapper: (a_t, cond, t) -> eps, through the plain-operator forward."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, a_t: torch.Tensor, cond: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.model(a_t, cond, t, plain=True)
+
+
+def check_eps(path: str | Path, model: nn.Module, batches: Iterable[int] = (1, 7), tol: float = EPS_TOL,
+              seed: int = 0) -> Dict[str, float]:
+    """Compare ``eps.onnx`` in ONNX Runtime with the torch forward (float64) on random inputs.
+
+    Timesteps are random integers in 0..N-1 (0 and N-1 always included);
+    returns ``{"eps_max_abs": .., "eps": ..}`` (max-abs error and relative L2
+    error); raises :class:`ExportCheckError` when the max-abs error exceeds ``tol``.
+    """
+    import onnxruntime as ort
+
+    from .diffusion import NUM_TRAIN_TIMESTEPS
+
+    cfg = model.cfg
+    ref = copy.deepcopy(model).to("cpu", torch.float64).eval()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    gen = torch.Generator().manual_seed(seed)
+    worst = {"eps_max_abs": 0.0, "eps": 0.0}
+    for B in batches:
+        a = torch.randn(B, cfg.pred_horizon, cfg.action_dim, generator=gen) * 2.0
+        c = torch.randn(B, cfg.cond_dim, generator=gen)
+        t = torch.randint(0, NUM_TRAIN_TIMESTEPS, (B,), generator=gen).to(torch.float32)
+        t[0] = NUM_TRAIN_TIMESTEPS - 1
+        if B > 1:
+            t[-1] = 0
+        (e_ort,) = sess.run(["eps"], {"a_t": a.numpy(), "cond": c.numpy(), "t": t.numpy()})
+        with torch.no_grad():
+            e_ref = ref(a.double(), c.double(), t.double()).numpy()
+        if e_ort.shape != e_ref.shape:
+            raise ExportCheckError(f"shape mismatch: onnx {e_ort.shape} vs torch {e_ref.shape}")
+        worst["eps_max_abs"] = max(worst["eps_max_abs"], float(np.max(np.abs(e_ort.astype(np.float64) - e_ref))))
+        worst["eps"] = max(worst["eps"], _rel_err(e_ort, e_ref))
+    if not worst["eps_max_abs"] <= tol:
+        raise ExportCheckError(f"ONNX eps differs from torch: max abs error {worst['eps_max_abs']} > {tol}")
+    return worst
+
+
+def export_eps(model: nn.Module, path: str | Path, tol: float = EPS_TOL, check: bool = True) -> Dict[str, float]:
+    """Export ``eps.onnx`` (a_t, cond, t -> eps) of a NoiseUNet and verify it.
+
+    Opset 17, dynamic batch, only :data:`ALLOWED_OPS`; removes the file and
+    raises :class:`ExportCheckError` when ONNX Runtime and torch differ by more
+    than ``tol`` (max abs) on batches 1 and 7.
+    """
+    path = Path(path)
+    cfg = model.cfg
+    m = prepare_for_export(model)
+    graph = EpsGraph(m).eval()
+    B = 2
+    args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), 50.0))
+    _export(graph, args, path, ["a_t", "cond", "t"], ["eps"],
+            {"a_t": {0: "batch"}, "cond": {0: "batch"}, "t": {0: "batch"}, "eps": {0: "batch"}})
+    try:
+        bad = sorted(set(graph_ops(path)) - ALLOWED_OPS)
+        if bad:
+            raise ExportCheckError(f"eps.onnx uses operators outside the allowed set: {bad}")
+        return check_eps(path, model, tol=tol) if check else {}
     except Exception:
         if path.exists():
             path.unlink()

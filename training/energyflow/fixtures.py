@@ -6,13 +6,17 @@ bundle to ``<out>/bundle/`` and the reference sampler's outputs for
 DSM training steps on a synthetic state-dependent dataset so that energies and
 gradients are not degenerate. Everything is deterministic for a given
 ``--seed`` (except the manifest's ``created``/``source_commit``).
+
+``--policy diffusion`` (``--out engines/testdata/parity-diffusion``) does the
+same for the Diffusion Policy baseline: a tiny NoiseUNet trained with the DDPM
+loss on the same toy data, and DDIM reference cases (no energies).
 """
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -24,11 +28,16 @@ from .model import EnergyUNet
 from .sampler import OrtEnergyGrad, TorchEnergyGrad, sample
 
 FIXTURE_STEPS = 10
+#: defaults per policy kind: (sampler steps in the cases, training steps).
+#: The tiny NoiseUNet needs ~1000 steps before its DDIM samples stop
+#: saturating at clip_sample (after 300, ~40% of the final actions sit on the
+#: clip bound, where they are insensitive to eps and so to parity errors).
+FIXTURE_DEFAULTS = {"energyflow": (FIXTURE_STEPS, 120), "diffusion": (20, 1000)}
 
 
-def tiny_config(action_dim: int = 3, state_dim: int = 5) -> ModelConfig:
+def tiny_config(action_dim: int = 3, state_dim: int = 5, policy: str = "energyflow") -> ModelConfig:
     return ModelConfig(action_dim=action_dim, state_dim=state_dim, pred_horizon=16, obs_horizon=2,
-                       action_horizon=8, **TINY_SIZE)
+                       action_horizon=8, policy=policy, **TINY_SIZE)
 
 
 def _toy_batch(cfg: ModelConfig, n: int, gen: torch.Generator):
@@ -43,16 +52,26 @@ def _toy_batch(cfg: ModelConfig, n: int, gen: torch.Generator):
     return cond, a
 
 
-def train_tiny(cfg: ModelConfig, steps: int = 120, seed: int = 0, batch: int = 32) -> EnergyUNet:
-    """A few DSM steps (Adam 3e-3) so the tiny model has non-trivial weights."""
+def train_tiny(cfg: ModelConfig, steps: int = 120, seed: int = 0, batch: int = 32) -> torch.nn.Module:
+    """A few training steps (Adam 3e-3) so the tiny model has non-trivial weights.
+
+    EnergyUNet with the DSM loss, or NoiseUNet with the DDPM loss when
+    ``cfg.policy == "diffusion"``.
+    """
+    from .diffusion import NoiseUNet, ddpm_loss
+
     torch.manual_seed(seed)
-    model = EnergyUNet(cfg)
+    diffusion = cfg.policy == "diffusion"
+    model = NoiseUNet(cfg) if diffusion else EnergyUNet(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
     model.train()
     for _ in range(steps):
         cond, a = _toy_batch(cfg, batch, gen)
-        loss = dsm_loss(model, a, cond, cfg.schedule, generator=gen)
+        if diffusion:
+            loss = ddpm_loss(model, a, cond, generator=gen)
+        else:
+            loss = dsm_loss(model, a, cond, cfg.schedule, generator=gen)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -60,28 +79,64 @@ def train_tiny(cfg: ModelConfig, steps: int = 120, seed: int = 0, batch: int = 3
     return model.eval()
 
 
-def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim: int = 3, state_dim: int = 5,
-                  train_steps: int = 120, steps: int = FIXTURE_STEPS) -> Dict[str, Any]:
-    """Write ``out/bundle`` and ``out/cases.json``; return a summary with torch-vs-ORT differences."""
-    torch.set_num_threads(1)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = tiny_config(action_dim, state_dim)
-    model = train_tiny(cfg, train_steps, seed)
+def _fixture_norms(seed: int, action_dim: int, state_dim: int) -> Tuple[np.ndarray, ...]:
+    """Arbitrary but fixed action/state normalizers (a_mean, a_std, s_mean, s_std)."""
     rng = np.random.default_rng(seed + 1234)
     a_mean = rng.uniform(-0.5, 0.5, action_dim).astype(np.float32)
     a_std = rng.uniform(0.3, 2.0, action_dim).astype(np.float32)
     s_mean = rng.uniform(-1, 1, state_dim).astype(np.float32)
     s_std = rng.uniform(0.2, 3.0, state_dim).astype(np.float32)
+    return a_mean, a_std, s_mean, s_std
+
+
+def _manifest_norms(man: Dict[str, Any]) -> Tuple[np.ndarray, ...]:
+    """(a_mean, a_std, s_mean, s_std) as written (float32-rounded) in a manifest."""
+    return (np.asarray(man["action_norm"]["mean"], np.float32), np.asarray(man["action_norm"]["std"], np.float32),
+            np.asarray(man["obs"][0]["norm"]["mean"], np.float32), np.asarray(man["obs"][0]["norm"]["std"], np.float32))
+
+
+def _case_inputs(cfg: ModelConfig, seed: int, i: int, s_mean: np.ndarray, s_std: np.ndarray
+                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Raw obs history [T_o,D_s], its cond [1,C] and the noise z [1,T_p,D_a] of case ``i``."""
+    r = np.random.default_rng(seed * 1000 + i)
+    obs = (s_mean + s_std * r.standard_normal((cfg.obs_horizon, cfg.state_dim))).astype(np.float32)
+    cond = ((obs - s_mean) / s_std).astype(np.float32).reshape(1, -1)
+    z = r.standard_normal((1, cfg.pred_horizon, cfg.action_dim)).astype(np.float32)
+    return obs, cond, z
+
+
+def _write_cases(out: Path, steps: int, cases: List[Dict[str, Any]]) -> None:
+    with open(out / "cases.json", "w") as f:
+        json.dump({"steps": steps, "cases": cases}, f, indent=1)
+        f.write("\n")
+
+
+def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim: int = 3, state_dim: int = 5,
+                  train_steps: Optional[int] = None, steps: Optional[int] = None,
+                  policy: str = "energyflow") -> Dict[str, Any]:
+    """Write ``out/bundle`` and ``out/cases.json``; return a summary with torch-vs-ORT differences.
+
+    ``steps``/``train_steps`` default per policy kind (:data:`FIXTURE_DEFAULTS`).
+    """
+    torch.set_num_threads(1)
+    if policy not in FIXTURE_DEFAULTS:
+        raise ValueError(f"unknown policy {policy!r}")
+    d_steps, d_train = FIXTURE_DEFAULTS[policy]
+    steps = d_steps if steps is None else steps
+    train_steps = d_train if train_steps is None else train_steps
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = tiny_config(action_dim, state_dim, policy)
+    model = train_tiny(cfg, train_steps, seed)
     bdir = out / "bundle"
     if bdir.exists():
         shutil.rmtree(bdir)
+    if policy == "diffusion":
+        return _diffusion_cases(out, bdir, cfg, model, n_cases, seed, steps)
+    a_mean, a_std, s_mean, s_std = _fixture_norms(seed, action_dim, state_dim)
     man = write_bundle(bdir, model, "parity-tiny", a_mean, a_std, s_mean, s_std, steps=20)
     man = read_manifest(bdir)
-    s_mean = np.asarray(man["obs"][0]["norm"]["mean"], np.float32)
-    s_std = np.asarray(man["obs"][0]["norm"]["std"], np.float32)
-    a_mean = np.asarray(man["action_norm"]["mean"], np.float32)
-    a_std = np.asarray(man["action_norm"]["std"], np.float32)
+    a_mean, a_std, s_mean, s_std = _manifest_norms(man)
     refs = np.asarray(man["reference_actions"], np.float32)
     sch = Schedule(**{k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
     ort_fn = OrtEnergyGrad(bdir / "energy_grad.onnx", threads=1)
@@ -90,10 +145,7 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
     max_act_diff = 0.0
     max_e_rel = 0.0
     for i in range(n_cases):
-        r = np.random.default_rng(seed * 1000 + i)
-        obs = (s_mean + s_std * r.standard_normal((cfg.obs_horizon, state_dim))).astype(np.float32)
-        cond = ((obs - s_mean) / s_std).astype(np.float32).reshape(1, -1)
-        z = r.standard_normal((1, cfg.pred_horizon, action_dim)).astype(np.float32)
+        obs, cond, z = _case_inputs(cfg, seed, i, s_mean, s_std)
         res = sample(ort_fn, cond, z, sch, steps, a_mean, a_std, refs)
         chk = sample(torch_fn, cond, z, sch, steps, a_mean, a_std, refs)
         max_act_diff = max(max_act_diff, float(np.max(np.abs(res.actions - chk.actions))))
@@ -109,13 +161,60 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
             "ref_energy_mean": float(res.ref_energy_mean[0]),
             "centered_reward": float(res.centered_reward[0]),
         })
-    doc = {"steps": steps, "cases": cases}
-    with open(out / "cases.json", "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    _write_cases(out, steps, cases)
     energies = [c["energy"] for c in cases]
     return {"bundle": str(bdir), "cases": len(cases), "steps": steps,
             "energy_range": [min(energies), max(energies)],
             "torch_vs_ort_max_abs_action_diff": max_act_diff,
             "torch_vs_ort_max_rel_energy_diff": max_e_rel,
             "export_check": man["model"].get("export_check")}
+
+
+def _diffusion_cases(out: Path, bdir: Path, cfg: ModelConfig, model: torch.nn.Module, n_cases: int, seed: int,
+                     steps: int) -> Dict[str, Any]:
+    """Diffusion bundle + DDIM cases (ONNX Runtime, cross-checked against torch)."""
+    from .diffusion import OrtEps, TorchEps, clip_sample_range, ddim_sample
+
+    # clip to the toy data's range, as training does with its windows
+    _, toy = _toy_batch(cfg, 4096, torch.Generator().manual_seed(seed + 99))
+    clip = clip_sample_range(toy.numpy())
+    a_mean, a_std, s_mean, s_std = _fixture_norms(seed, cfg.action_dim, cfg.state_dim)
+    write_bundle(bdir, model, "parity-diffusion-tiny", a_mean, a_std, s_mean, s_std, steps=20, clip_sample=clip)
+    man = read_manifest(bdir)
+    a_mean, a_std, s_mean, s_std = _manifest_norms(man)
+    ac = np.asarray(man["schedule"]["alphas_cumprod"], np.float64)
+    ort_fn, torch_fn = OrtEps(bdir / man["graphs"]["eps"]["file"], threads=1), TorchEps(model)
+    cases = []
+    max_act_diff, clipped = 0.0, 0
+    for i in range(n_cases):
+        obs, cond, z = _case_inputs(cfg, seed, i, s_mean, s_std)
+        res = ddim_sample(ort_fn, cond, z, ac, steps, clip, a_mean, a_std)
+        chk = ddim_sample(torch_fn, cond, z, ac, steps, clip, a_mean, a_std)
+        max_act_diff = max(max_act_diff, float(np.max(np.abs(res.actions - chk.actions))))
+        clipped += int(_first_step_clipped(ort_fn, cond, z, ac, steps, clip))
+        cases.append({
+            "seed": i,
+            "obs": {cfg.state_key: obs.astype(np.float64).tolist()},
+            "cond": cond[0].astype(np.float64).tolist(),
+            "noise": z[0].astype(np.float64).tolist(),
+            "actions": res.actions[0].astype(np.float64).tolist(),
+            "actions_std": res.actions_std[0].astype(np.float64).tolist(),
+        })
+    _write_cases(out, steps, cases)
+    return {"bundle": str(bdir), "policy": "diffusion", "cases": len(cases), "steps": steps, "clip_sample": clip,
+            "cases_clipped_at_first_step": clipped,
+            "torch_vs_ort_max_abs_action_diff": max_act_diff,
+            "export_check": man["model"].get("export_check")}
+
+
+def _first_step_clipped(fn, cond: np.ndarray, z: np.ndarray, alphas_cumprod: np.ndarray, steps: int,
+                        clip: float) -> bool:
+    """Whether the first DDIM step's x0 prediction leaves [-clip, clip] (the fixture exercises clipping)."""
+    from .diffusion import ddim_coefficients
+
+    if clip <= 0:
+        return False
+    ts, co = ddim_coefficients(alphas_cumprod, steps)
+    eps = fn(z, cond, np.full((z.shape[0],), np.float32(ts[0]), np.float32))
+    x0 = (z - co[0, 1] * eps) / co[0, 0]
+    return bool(np.any(np.abs(x0) > clip))

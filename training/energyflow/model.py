@@ -2,7 +2,10 @@
 
 The network is a Diffusion-Policy style 1D temporal conditional U-Net whose
 final feature map is average-pooled over time and mapped by a spectrally
-normalised MLP head to one scalar energy per sample.
+normalised MLP head to one scalar energy per sample. The trunk
+(:class:`UNetBackbone`: time/state conditioning, down/mid/up residual blocks,
+final conv block) is shared with the Diffusion Policy baseline
+(:class:`energyflow.diffusion.NoiseUNet`), which puts DP's vector head on it.
 
 Every layer exposes two code paths:
 
@@ -222,14 +225,23 @@ def _sn(layer: nn.Linear, enabled: bool) -> nn.Module:
 
 
 # --------------------------------------------------------------------------
-# the energy network
+# the shared U-Net trunk
 # --------------------------------------------------------------------------
-class EnergyUNet(nn.Module):
-    """Scalar energy E(a_t, cond, t).
+class UNetBackbone(nn.Module):
+    """Diffusion Policy's 1-D temporal conditional U-Net trunk (no output head).
 
-    Inputs: ``a`` [B, T_p, D_a] (standardized actions), ``cond`` [B, cond_dim]
-    (flattened history, docs/bundle.md), ``t`` [B] (diffusion time in [0, T]).
-    Output: energy [B].
+    Shared by :class:`EnergyUNet` (scalar energy head) and
+    :class:`energyflow.diffusion.NoiseUNet` (Diffusion Policy's vector head).
+    The layers are attributes of the instance itself, not of a sub-module, so
+    a subclass's ``state_dict`` keys are flat (``time_lin1.weight``,
+    ``down.0.0.block0.conv.weight``, ``final_block.conv.weight``, ...) and
+    existing EnergyFlow checkpoints keep loading. The construction order (and
+    so the parameter initialisation for a given seed) is the one EnergyUNet
+    always had.
+
+    FiLM input = [time MLP(sinusoidal(time_input(t))), state MLP(cond)];
+    :meth:`features` maps ``a`` [B, T_p, D_a] to the final feature map
+    [B, down_dims[0], T_p].
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -279,18 +291,65 @@ class EnergyUNet(nn.Module):
             L *= 2
         c0 = cfg.down_dims[0]
         self.final_block = Conv1dBlock(c0, c0, k, G, act, L)
-        hd = [c0] + list(cfg.head_dims) + [1]
-        self.head = nn.ModuleList([_sn(nn.Linear(a, b), cfg.spectral_norm) for a, b in zip(hd[:-1], hd[1:])])
-        self.head_act = Act(act)
 
     # -- conditioning (forward only, no VJP needed) --------------------------
+    def time_input(self, t: Tensor) -> Tensor:
+        """What the sinusoidal embedding sees: ``t * cfg.time_scale`` (EnergyFlow's continuous t)."""
+        return t * self.cfg.time_scale
+
     def global_cond(self, cond: Tensor, t: Tensor) -> Tensor:
         """Concatenate time embedding and state encoding (the FiLM input)."""
         name = self.cfg.activation
-        te = self.time_emb(t * self.cfg.time_scale)
+        te = self.time_emb(self.time_input(t))
         te = self.time_lin2(act_fwd(name, self.time_lin1(te)))
         se = self.enc_lin2(act_fwd(name, self.enc_lin1(cond)))
         return torch.cat([te, se], dim=-1)
+
+    def features(self, a: Tensor, g: Tensor, plain: bool = False) -> Tensor:
+        """U-Net trunk: ``a`` [B, T_p, D_a], FiLM input ``g`` -> final feature map [B, C0, T_p].
+
+        ``plain=True`` runs the same computation through the blocks'
+        ``forward_cache`` (plain tensor operators, constant reshapes, no
+        GroupNorm/Mish operators) so that it exports to the restricted ONNX
+        operator set; the caches are discarded.
+        """
+        x = a.transpose(1, 2)
+        hs = []
+        for r1, r2, ds in self.down:
+            x = _res(r2, _res(r1, x, g, plain), g, plain)
+            hs.append(x)
+            if isinstance(ds, Downsample1d):
+                x = ds(x)
+        for r in self.mid:
+            x = _res(r, x, g, plain)
+        for r1, r2, us in self.up:
+            x = torch.cat([x, hs.pop()], dim=1)
+            x = us(_res(r2, _res(r1, x, g, plain), g, plain))
+        return self.final_block.forward_cache(x)[0] if plain else self.final_block(x)
+
+
+def _res(block: CondResBlock, x: Tensor, g: Tensor, plain: bool) -> Tensor:
+    """One conditional residual block, through ``forward`` or (``plain``) ``forward_cache``."""
+    return block.forward_cache(x, g)[0] if plain else block(x, g)
+
+
+# --------------------------------------------------------------------------
+# the energy network
+# --------------------------------------------------------------------------
+class EnergyUNet(UNetBackbone):
+    """Scalar energy E(a_t, cond, t).
+
+    Inputs: ``a`` [B, T_p, D_a] (standardized actions), ``cond`` [B, cond_dim]
+    (flattened history, docs/bundle.md), ``t`` [B] (diffusion time in [0, T]).
+    Output: energy [B].
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        c0 = cfg.down_dims[0]
+        hd = [c0] + list(cfg.head_dims) + [1]
+        self.head = nn.ModuleList([_sn(nn.Linear(a, b), cfg.spectral_norm) for a, b in zip(hd[:-1], hd[1:])])
+        self.head_act = Act(cfg.activation)
 
     def sigma(self, t: Tensor) -> Tensor:
         s = self.cfg.schedule
@@ -304,23 +363,29 @@ class EnergyUNet(nn.Module):
         return torch.rsqrt(sig * sig + 1.0).reshape(-1, 1, 1)
 
     # -- differentiable forward (training) -----------------------------------
+    def prior_coef(self, t: Tensor) -> Optional[Tensor]:
+        """1/(sigma(t)^2 + 1) [B, 1, 1] for the Gaussian prior term, or None.
+
+        With ``energy_prior: gaussian`` the energy is
+        E = f(a_t, s, t) + |a_t|^2 / (2 (sigma^2 + 1)): the exact energy of
+        standardized (unit-variance) actions noised to level sigma, the energy
+        form of EDM's skip connection. The network f only learns the residual,
+        so at sigma_max the field already pulls N(0, sigma_max^2) noise toward
+        the data instead of relying on a learned, nearly vanishing gradient.
+        E stays one scalar function of a_t: the field stays conservative.
+        """
+        if getattr(self.cfg, "energy_prior", "none") != "gaussian":
+            return None
+        sig = self.sigma(t.reshape(-1))
+        return (1.0 / (sig * sig + 1.0)).reshape(-1, 1, 1)
+
     def forward(self, a: Tensor, cond: Tensor, t: Tensor) -> Tensor:
         g = self.global_cond(cond, t)
+        a_in = a
         cin = self.c_in(t)
         if cin is not None:
             a = a * cin
-        x = a.transpose(1, 2)
-        hs = []
-        for r1, r2, ds in self.down:
-            x = r2(r1(x, g), g)
-            hs.append(x)
-            x = ds(x)
-        for r in self.mid:
-            x = r(x, g)
-        for r1, r2, us in self.up:
-            x = torch.cat([x, hs.pop()], dim=1)
-            x = us(r2(r1(x, g), g))
-        x = self.final_block(x)
+        x = self.features(a, g)
         h = x.mean(dim=-1)
         for i, lin in enumerate(self.head):
             h = lin(h)
@@ -330,6 +395,9 @@ class EnergyUNet(nn.Module):
         scale = self.energy_factor(t)
         if scale is not None:
             e = e * scale
+        pc = self.prior_coef(t)
+        if pc is not None:
+            e = e + 0.5 * (pc * a_in * a_in).sum(dim=(1, 2))
         return e
 
     def energy_factor(self, t: Tensor) -> Optional[Tensor]:
@@ -365,6 +433,7 @@ class EnergyUNet(nn.Module):
         """
         name = self.cfg.activation
         g = self.global_cond(cond, t)
+        a_in = a
         cin = self.c_in(t)
         if cin is not None:
             a = a * cin
@@ -441,6 +510,10 @@ class EnergyUNet(nn.Module):
         gx = gx.transpose(1, 2)
         if cin is not None:
             gx = gx * cin  # chain rule through the input scaling
+        pc = self.prior_coef(t)
+        if pc is not None:
+            e = e + 0.5 * (pc * a_in * a_in).sum(dim=(1, 2))
+            gx = gx + pc * a_in
         return gx, e
 
 

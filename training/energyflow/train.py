@@ -8,6 +8,12 @@
 * progress bar (loss, it/s, ETA), periodic validation loss, checkpoints that
   resume exactly (model, EMA, optimiser, scheduler, every RNG), seeds;
 * multi-GPU through ``torchrun`` (DistributedDataParallel) when WORLD_SIZE > 1.
+
+The Diffusion Policy baseline (``ModelConfig.policy == "diffusion"``) runs
+through the same trainer: :class:`Policy` holds a NoiseUNet instead of the
+EnergyUNet and its :meth:`Policy.loss` is the DDPM epsilon MSE with integer
+timesteps k ~ U{0..99} (:mod:`energyflow.diffusion`); everything else (data,
+optimiser, EMA, schedule, checkpoints, resume, export) is shared.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import torch.nn as nn
 
 from .config import PAPER_SIZE, TINY_SIZE, ImageSpec, ModelConfig, TrainConfig, merge_train_config
 from .data import DataError, Normalizer, WindowDataset, load_hdf5, split_demos
+from .diffusion import NoiseUNet, clip_sample_range, ddpm_loss, sample_timesteps
 from .losses import dsm_loss
 from .model import EnergyUNet
 from .preprocess import preprocess_batch
@@ -36,12 +43,20 @@ from .preprocess import preprocess_batch
 # policy = energy network + optional vision encoder; builds cond from a batch
 # ---------------------------------------------------------------------------
 class Policy(nn.Module):
-    """Energy network plus (optional) image encoder; ``cond`` layout per docs/bundle.md."""
+    """Policy network plus (optional) image encoder; ``cond`` layout per docs/bundle.md.
+
+    The network is ``self.energy`` (EnergyUNet) for ``policy: energyflow`` or
+    ``self.noise`` (NoiseUNet) for ``policy: diffusion``; :attr:`net` is
+    whichever is present (checkpoint keys stay ``energy.*`` for EnergyFlow).
+    """
 
     def __init__(self, cfg: ModelConfig, vision_weights: Optional[str] = None) -> None:
         super().__init__()
         self.cfg = cfg
-        self.energy = EnergyUNet(cfg)
+        if cfg.policy == "diffusion":
+            self.noise = NoiseUNet(cfg)
+        else:
+            self.energy = EnergyUNet(cfg)
         self.vision = None
         if cfg.images:
             from .vision import ResNet18GN, load_vision_weights
@@ -51,6 +66,23 @@ class Policy(nn.Module):
             self.vision = ResNet18GN()
             if vision_weights:
                 load_vision_weights(self.vision, vision_weights)
+
+    @property
+    def net(self) -> nn.Module:
+        """The action network: EnergyUNet (energyflow) or NoiseUNet (diffusion)."""
+        return self.noise if self.cfg.policy == "diffusion" else self.energy
+
+    def sample_t(self, batch: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+        """Training times: t ~ U[0, T] (energyflow) or integer k ~ U{0..N-1} as float32 (diffusion)."""
+        if self.cfg.policy == "diffusion":
+            return sample_timesteps(batch, gen, device)
+        return torch.rand(batch, generator=gen, device=device) * self.cfg.schedule.T
+
+    def loss(self, a0: torch.Tensor, cond: torch.Tensor, t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        """DSM loss (energyflow, Algorithm 1) or DDPM epsilon MSE (diffusion) for fixed t/eps."""
+        if self.cfg.policy == "diffusion":
+            return ddpm_loss(self.noise, a0, cond, k=t, eps=eps)
+        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps)
 
     def image_spec(self, im: ImageSpec) -> Dict[str, Any]:
         return {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]], "channel_order": "RGB",
@@ -87,7 +119,7 @@ def _random_shift(x: torch.Tensor, pad: int) -> torch.Tensor:
 
 
 class LossModule(nn.Module):
-    """Computes the DSM loss in ``forward`` so DistributedDataParallel wraps the double backward."""
+    """Computes the policy's loss in ``forward`` so DistributedDataParallel wraps the (double) backward."""
 
     def __init__(self, policy: Policy) -> None:
         super().__init__()
@@ -95,7 +127,7 @@ class LossModule(nn.Module):
 
     def forward(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         cond = self.policy.build_cond(batch, train=True)
-        return dsm_loss(self.policy.energy, batch["actions"], cond, self.policy.cfg.schedule, t=t, eps=eps)
+        return self.policy.loss(batch["actions"], cond, t, eps)
 
 
 # ---------------------------------------------------------------------------
@@ -228,7 +260,7 @@ class Trainer:
     # -- steps ---------------------------------------------------------------
     def _sample_noise(self, B: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
         c = self.mcfg
-        t = torch.rand(B, generator=gen, device=self.device) * c.schedule.T
+        t = self.policy.sample_t(B, gen, self.device)
         eps = torch.randn(B, c.pred_horizon, c.action_dim, generator=gen, device=self.device)
         return t, eps
 
@@ -250,7 +282,7 @@ class Trainer:
         return float(loss.detach())
 
     def validate(self, use_ema: bool = True) -> Optional[float]:
-        """Mean DSM loss over fixed validation batches (fixed t/eps, so values are comparable)."""
+        """Mean loss (DSM or DDPM) over fixed validation batches (fixed t/eps, so values are comparable)."""
         if self.val_ds is None or len(self.val_ds) == 0:
             return None
         pol = self.ema.model if use_ema else self.policy
@@ -265,7 +297,8 @@ class Trainer:
             t, eps = self._sample_noise(B, gen)
             with torch.no_grad():
                 cond = pol.build_cond(batch)
-            loss = dsm_loss(pol.energy, batch["actions"], cond, self.mcfg.schedule, t=t, eps=eps)
+            with torch.set_grad_enabled(self.mcfg.policy != "diffusion"):  # DSM needs autograd for the score
+                loss = pol.loss(batch["actions"], cond, t, eps)
             tot += float(loss.detach()) * B
             n += B
         return tot / n
@@ -342,7 +375,11 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
             "val_demos": [d.name for d in val_demos],
             "action_norm": {"mean": a_norm.mean.tolist(), "std": a_norm.std.tolist()},
             "state_norm": None if s_norm is None else {"mean": s_norm.mean.tolist(), "std": s_norm.std.tolist()}}
-    return mcfg, mk(train_demos), mk(val_demos), meta
+    train_ds, val_ds = mk(train_demos), mk(val_demos)
+    if mcfg.policy == "diffusion":
+        # DDIM clips x0 to the data range (standardized units) of the training windows
+        meta["clip_sample"] = clip_sample_range(train_ds.actions[np.unique(train_ds.act_idx)])
+    return mcfg, train_ds, val_ds, meta
 
 
 def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict[str, Any], state_key: str = "state",
@@ -358,6 +395,9 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
         rp = outp / "latest.pt" if resume == "auto" else Path(resume)
         if rp.exists():
             ckpt = torch.load(str(rp), map_location="cpu", weights_only=False)
+            kind = ckpt["model_cfg"].get("policy", "energyflow")
+            if model_over.get("policy", kind) != kind:
+                raise ValueError(f"{rp}: checkpoint holds a {kind!r} policy, not {model_over['policy']!r}")
             model_over = ckpt["model_cfg"]
             model_over = {k: v for k, v in model_over.items() if k not in ("images",)} | {"images": model_over["images"]}
             tcfg = merge_train_config(TrainConfig(**ckpt["train_cfg"]), train_over)
@@ -380,12 +420,15 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     return summary
 
 
-def export_policy(policy: Policy, meta: Dict[str, Any], out: Path, name: str, tol: float = 1e-5) -> Dict[str, Any]:
+def export_policy(policy: Policy, meta: Dict[str, Any], out: Path, name: str,
+                  tol: Optional[float] = None) -> Dict[str, Any]:
+    """Bundle of the policy's kind; ``tol`` None = the kind's export-check default."""
     from .bundle import write_bundle
 
     sn = meta.get("state_norm") or {}
-    return write_bundle(out, policy.energy, name, meta["action_norm"]["mean"], meta["action_norm"]["std"],
-                        sn.get("mean"), sn.get("std"), vision_encoder=policy.vision, tol=tol)
+    return write_bundle(out, policy.net, name, meta["action_norm"]["mean"], meta["action_norm"]["std"],
+                        sn.get("mean"), sn.get("std"), vision_encoder=policy.vision, tol=tol,
+                        clip_sample=float(meta.get("clip_sample", 0.0)))
 
 
 def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Policy, Dict[str, Any]]:
@@ -397,15 +440,18 @@ def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Poli
 
 
 def export_from_checkpoint(ckpt: str, out: str, name: Optional[str] = None, use_ema: bool = True,
-                           tol: float = 1e-5) -> Dict[str, Any]:
+                           tol: Optional[float] = None) -> Dict[str, Any]:
     pol, meta = load_checkpoint_policy(ckpt, use_ema)
     return export_policy(pol, meta, Path(out), name or Path(meta.get("data", "policy")).stem, tol)
 
 
 def export_random(out: str, over: Dict[str, Any], paper_size: bool = False, tiny: bool = False, seed: int = 0,
                   name: str = "random-init", image_keys: Sequence[str] = (), image_size: int = 96,
-                  tol: float = 1e-5) -> Dict[str, Any]:
-    """Random-init bundle (no training): ``--paper-size`` gives down dims 64/128/256, T_p=16, D_a=10."""
+                  tol: Optional[float] = None) -> Dict[str, Any]:
+    """Random-init bundle (no training): ``--paper-size`` gives down dims 64/128/256, T_p=16, D_a=10.
+
+    ``over["policy"] = "diffusion"`` gives a Diffusion Policy bundle (clip_sample 0: no data range).
+    """
     d: Dict[str, Any] = {}
     if paper_size:
         d.update(PAPER_SIZE)

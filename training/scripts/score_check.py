@@ -5,7 +5,10 @@
 For noise levels t in [0, T] it noises held-out demonstration action windows,
 a_t = a0 + sigma(t) eps, and reports how well sigma * dE/da (from the exported
 energy_grad.onnx) recovers eps: the norm ratio |sigma*grad|/|eps|, the cosine
-and the DSM loss. A policy samples well only if the score is learned at every
+and the DSM loss. Then it samples action chunks with Algorithm 2 (K steps,
+``--steps``) for the same observations and reports the open-loop RMSE of the
+executed part (the first ``action_horizon`` actions) against the
+demonstration, beside the RMSE of always answering the mean action. A policy samples well only if the score is learned at every
 level, including sigma ~ sigma_max where sampling starts. This is how a
 vanishing high-noise score was found (docs/evaluation.md).
 """
@@ -26,6 +29,7 @@ def main() -> None:
     p.add_argument("demos")
     p.add_argument("--windows", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=10, help="Euler steps K for the open-loop check")
     a = p.parse_args()
     man = json.loads((Path(a.bundle) / "manifest.json").read_text())
     sess = ort.InferenceSession(str(Path(a.bundle) / man["graphs"]["energy_grad"]["file"]),
@@ -60,6 +64,23 @@ def main() -> None:
         ratio = np.linalg.norm(pe) / np.linalg.norm(eps)
         cos = float((pe * eps).sum() / (np.linalg.norm(pe) * np.linalg.norm(eps) + 1e-12))
         print(f"| {t:.1f} | {sig:.3f} | {ratio:.3f} | {cos:.3f} | {np.mean((pe - eps) ** 2):.3f} |")
+
+    # open loop: Algorithm 2 from N(0, sigma_max^2) against the demonstrated chunk
+    K = a.steps
+    dt = (T - sch["gamma"]) / K
+    x = (smax * rng.standard_normal(a0.shape)).astype(np.float32)
+    for k in range(K):
+        t = T - k * dt
+        sig = smin ** (1 - t / T) * smax ** (t / T)
+        c = np.float32(dt * sig * sig * np.log(smax / smin) / T)
+        g, _ = sess.run(None, {"a_t": x, "cond": cond, "t": np.full(len(x), t, np.float32)})
+        x = (x - c * g).astype(np.float32)
+    # the executed actions start at the current step: index obs_horizon-1
+    lo, hi = To - 1, To - 1 + man["action_horizon"]
+    rmse = float(np.sqrt(np.mean((x[:, lo:hi] - a0[:, lo:hi]) ** 2)))
+    base = float(np.sqrt(np.mean(a0[:, lo:hi] ** 2)))
+    print(f"\nopen loop K={K}: RMSE {rmse:.3f} (standardized units) vs {base:.3f} for the mean action; "
+          f"max |a| {float(np.abs(x).max()):.2f}")
 
 
 if __name__ == "__main__":

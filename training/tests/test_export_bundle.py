@@ -62,8 +62,10 @@ def test_export_round_trip_and_ops(bundle_dir):
         assert g.shape == (B, 16, 2) and e.shape == (B,)
 
 
-def test_export_matches_autograd_and_refuses_bad(tmp_path):
-    m = tiny_model(1, energy_scale="inv_sigma")
+@pytest.mark.parametrize("kw", [dict(energy_scale="inv_sigma"),
+                                dict(input_scale="c_in", energy_scale="edm", energy_prior="gaussian")])
+def test_export_matches_autograd_and_refuses_bad(tmp_path, kw):
+    m = tiny_model(1, **kw)
     errs = export_energy_grad(m, tmp_path / "eg.onnx")
     assert errs["grad_a"] <= 1e-5 and errs["energy"] <= 1e-5
     with pytest.raises(ExportCheckError):

@@ -95,7 +95,9 @@ def test_shapes():
 @pytest.mark.parametrize("kw", [dict(), dict(activation="softplus"), dict(activation="silu"),
                                 dict(energy_scale="inv_sigma"), dict(down_dims=(8, 16), n_groups=8),
                                 dict(input_scale="c_in"), dict(input_scale="c_in", energy_scale="inv_sigma"),
-                                dict(input_scale="c_in", energy_scale="edm")])
+                                dict(input_scale="c_in", energy_scale="edm"),
+                                dict(energy_prior="gaussian"),
+                                dict(input_scale="c_in", energy_scale="edm", energy_prior="gaussian")])
 def test_whole_network_vjp(kw):
     torch.manual_seed(4)
     m = EnergyUNet(tiny(**kw)).to(D).eval()
