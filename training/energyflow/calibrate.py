@@ -136,3 +136,23 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
     man["calibration"] = block
     write_manifest(bundle, man)
     return block
+
+
+def set_threshold(bundle: str | Path, score: str, value: float, rule: str) -> Dict[str, Any]:
+    """Replace the calibration's recommended score and threshold (the evaluation's
+    choice, docs/evaluation.md) and rewrite the manifest with its hashes. The
+    held-out statistics stay as ``calibrate`` measured them."""
+    from .bundle import read_manifest, write_manifest
+
+    bundle = Path(bundle)
+    man = read_manifest(bundle)
+    cal = man.get("calibration")
+    if not cal:
+        raise CalibrationError(f"{bundle}: no calibration yet; run calibrate first")
+    if score not in cal["scores"]:
+        raise CalibrationError(f"{bundle}: score {score!r}: want one of {sorted(cal['scores'])}")
+    if not np.isfinite(value):
+        raise CalibrationError(f"threshold {value}: must be finite")
+    cal["recommended"] = {"score": score, "threshold": float(value), "rule": rule}
+    write_manifest(bundle, man)
+    return cal["recommended"]

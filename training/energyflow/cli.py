@@ -156,6 +156,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_threshold(args: argparse.Namespace) -> int:
+    from .calibrate import CalibrationError, set_threshold
+
+    try:
+        rec = set_threshold(args.bundle, args.score, args.value, args.rule)
+    except CalibrationError as e:
+        print(f"threshold: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(rec, indent=1))
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -285,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--batch", type=int, default=64)
     c.add_argument("--no-png", action="store_true")
     c.set_defaults(func=cmd_calibrate)
+
+    th = sub.add_parser("threshold", help="set the calibration's recommended score and threshold "
+                                          "(the evaluation's choice) without re-running calibrate")
+    th.add_argument("--bundle", required=True)
+    th.add_argument("--score", default="energy", choices=["energy", "centered_energy"])
+    th.add_argument("--value", type=float, required=True)
+    th.add_argument("--rule", required=True, help="how the value was chosen (kept in the manifest)")
+    th.set_defaults(func=cmd_threshold)
 
     s = sub.add_parser("sample", help="run the reference sampler (ONNX Runtime) on a bundle "
                                       "(Algorithm 2, or DDIM for diffusion bundles)")

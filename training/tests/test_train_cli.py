@@ -128,6 +128,15 @@ def test_cli_train_calibrate_inspect_sample(data_file, tmp_path, capsys):
     assert set(cal["scores"]["energy"]["quantiles"]) == {"50", "90", "99", "99.9"}
     assert cal["recommended"]["threshold"] == cal["scores"]["energy"]["quantiles"]["99.9"]
     assert "calibration.png" in man["files"]
+    # the evaluation's choice replaces the recommendation only; hashes stay valid
+    assert cli.main(["threshold", "--bundle", str(out / "bundle"), "--score", "centered_energy",
+                     "--value", "1.5", "--rule", "test"]) == 0
+    man2 = json.loads((out / "bundle" / "manifest.json").read_text())
+    assert man2["calibration"]["recommended"] == {"score": "centered_energy", "threshold": 1.5, "rule": "test"}
+    assert man2["calibration"]["scores"] == cal["scores"]
+    assert cli.main(["threshold", "--bundle", str(out / "bundle"), "--score", "energy", "--value", "nan",
+                     "--rule", "x"]) == 2
+    capsys.readouterr()
     assert cli.main(["inspect", "--bundle", str(out / "bundle")]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["hashes_ok"] and "Conv" in info["graphs"]["energy_grad"]["ops"]
