@@ -114,9 +114,15 @@ def load(d: Path) -> List[Cell]:
     return cells
 
 
-def episode_score(ep: Episode, which: int, after: Optional[int] = None) -> Optional[float]:
+def episode_score(ep: Episode, which: int, after: Optional[int] = None, agg=max) -> Optional[float]:
+    """Aggregate (max by default) of score ``which`` (0 energy, 1 centered) over RUNNING ticks from ``after``."""
     vals = [v for t, *sc in ep.running() for v in [sc[which]] if v is not None and (after is None or t >= after)]
-    return max(vals) if vals else None
+    return float(agg(vals)) if vals else None
+
+
+def _first(ep: Episode) -> int:
+    r = ep.running()
+    return r[0][0] if r else 0
 
 
 def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optional[int]:
@@ -165,8 +171,9 @@ def threshold_of(cells: List[Cell], task: str) -> Optional[float]:
 
 def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
     ef = [c for c in cells if c.policy == "energyflow"]
-    rows = ["| task | K | positives | n neg / pos | AUROC energy | AUROC centered energy | detected (3 of 5 > thr) | median delay (ticks) |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| task | K | positives | n neg / pos | AUROC energy (max) | AUROC centered (max) | AUROC energy (mean) | "
+            "AUROC centered (mean) | detected (3 of 5 > thr) | median delay (ticks) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     fth = ["| task | K | level-0 episodes | RUNNING ticks | hours at the run rate | energy stops | threshold exceedances (ticks) | false trips per hour (rule replay) |",
            "|---|---|---|---|---|---|---|---|"]
     head: dict = {"auroc": {}, "false_trips_per_hour": {}}
@@ -198,17 +205,65 @@ def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
             for label in sorted(groups, key=lambda s: (s.startswith("fault"), s)):
                 pos = groups[label]
                 res = []
-                for which in (0, 1):
-                    ns = [s for e in neg for s in [episode_score(e, which)] if s is not None]
-                    ps = [s for e, on in pos for s in [episode_score(e, which, on)] if s is not None]
-                    res.append((auroc(ns, ps), len(ns), len(ps)))
+                # negatives over the same window as the positives: from the fault's
+                # step (faults) or the whole episode (levels)
+                fstep = next((c.episodes[0].fault_step for c in ef if c.task == task and c.k == k and
+                              label == f"fault {c.fault}" and c.episodes), 0)
+                for agg in (max, np.mean):
+                    for which in (0, 1):
+                        ns = [s for e in neg for s in [episode_score(e, which, _first(e) + fstep, agg)] if s is not None]
+                        ps = [s for e, on in pos for s in [episode_score(e, which, on, agg)] if s is not None]
+                        res.append((auroc(ns, ps), len(ns), len(ps)))
                 delays = [detect_delay(e, thr, on) for e, on in pos] if thr is not None else []
                 det = [d for d in delays if d is not None]
                 med = f"{np.median(det):.0f}" if det else "–"
                 head["auroc"][f"{task} K={k} {label}"] = res[0][0]
                 rows.append(f"| {task} | {k} | {label} | {res[0][1]} / {res[0][2]} | {res[0][0]:.2f} | {res[1][0]:.2f} | "
-                            f"{len(det)}/{len(pos)} | {med} |")
+                            f"{res[2][0]:.2f} | {res[3][0]:.2f} | {len(det)}/{len(pos)} | {med} |")
     return "\n".join(rows) + "\n\n" + "\n".join(fth), head
+
+
+def calibration_of(task: str, cells: List[Cell]) -> dict:
+    for c in cells:
+        if c.task == task and c.policy == "energyflow":
+            b = c.summary.get("bundle") or f"bundles/metaworld-{task}"
+            p = Path(b) / "manifest.json"
+            if p.exists():
+                return json.loads(p.read_text()).get("calibration") or {}
+    return {}
+
+
+def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
+    """The 3-of-5 rule replayed on every trace at candidate thresholds (the
+    held-out calibration quantiles of the energy): false trips per hour at
+    level 0 against the share of OOD / fault episodes detected."""
+    rows = ["| task | threshold (energy) | level-0 episodes tripped | false trips per hour | "
+            "detected: S / M / L / push / object |", "|---|---|---|---|---|"]
+    head = {}
+    for task in TASKS:
+        ef = [c for c in cells if c.policy == "energyflow" and c.task == task and c.k == 20]
+        neg = [e for c in ef if c.level == "0" and not c.fault for e in c.episodes]
+        cal = calibration_of(task, cells)
+        if not neg or not cal:
+            continue
+        qs = cal["scores"]["energy"]["quantiles"]
+        hours = sum(len(e.running()) for e in neg) / rate / 3600.0
+        for q in ("90", "99", "99.9"):
+            thr = float(qs[q])
+            fp = sum(detect_delay(e, thr, -1) is not None for e in neg)
+            det = []
+            for lab in ("S", "M", "L", "push", "object"):
+                grp = [(e, e.onset() if c.fault else _first(e)) for c in ef
+                       if (c.fault == lab) or (not c.fault and c.level == lab) for e in c.episodes]
+                if not grp:
+                    det.append("–")
+                    continue
+                n = sum(detect_delay(e, thr, on) is not None for e, on in grp if on is not None)
+                det.append(f"{n}/{len(grp)}")
+            head[f"{task} q{q}"] = {"threshold": thr, "false_trips_per_hour": fp / hours if hours else None}
+            rows.append(f"| {task} | q{q} = {thr:.1f} | {fp}/{len(neg)} | {fp / hours if hours else float('nan'):.0f}/h "
+                        f"(over {hours:.3f} h) | {' / '.join(det)} |")
+    return "\n".join(rows), head
 
 
 def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
@@ -233,6 +288,27 @@ def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
         head[task] = a1
         rows.append(f"| {task} | {len(s)} / {len(f)} | {a1:.2f} | {a2:.2f} |")
     return "\n".join(rows), head
+
+
+def latency_table(d: Path) -> str:
+    """energyflow bench results (latency_<policy>_<task>_K<k>.json) and LeRobot's own timing."""
+    rows = ["| policy | bundle | steps | p50 ms | p90 ms | p99 ms | CPU ms per sample | allocations per sample |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in sorted(d.glob("latency_*.json")):
+        try:
+            b = json.loads(p.read_text())
+        except json.JSONDecodeError:
+            continue
+        pol = p.stem.split("_")[1]
+        rows.append(f"| {POLICY_NAMES.get(pol, pol)} | {Path(b['bundle']).name} | {b['steps']} | {b['p50_ms']:.1f} | "
+                    f"{b['p90_ms']:.1f} | {b['p99_ms']:.1f} | {b.get('cpu_ms_per_sample', float('nan')):.1f} | "
+                    f"{b.get('allocs_per_sample', '')} |")
+    for p in sorted(d.glob("lerobot_*.json")):
+        s = json.loads(p.read_text())
+        if s.get("inference_p50_ms") is not None and s.get("level") == "0":
+            rows.append(f"| {POLICY_NAMES['lerobot']} (torch, its select_action) | {s['task']} | 20 | "
+                        f"{s['inference_p50_ms']:.1f} | {s['inference_p90_ms']:.1f} | | | |")
+    return "\n".join(rows) if len(rows) > 2 else "(no latency runs)"
 
 
 def plots(cells: List[Cell], img: Path) -> List[str]:
@@ -329,16 +405,19 @@ def main() -> None:
         raise SystemExit(f"eval_report: no runs in {a.dir} (scripts/evaluate.sh writes them)")
     st, sh = safety_tables(cells, a.rate)
     rt, rh = reward_table(cells)
+    sw, swh = threshold_sweep(cells, a.rate)
     figs = plots(cells, Path(a.img))
     md = "\n\n".join([
         "## Closed-loop success (RQ1, RQ4)", success_table(cells),
         "## Safety monitor (energy of the committed chunk)", st,
+        "### Threshold sweep (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,
+        "## Inference latency (RQ6, this machine)", latency_table(Path(a.dir)),
         "Plots: " + ", ".join(figs),
     ]) + "\n"
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(md)
-    Path(a.out).with_suffix(".json").write_text(json.dumps({"safety": sh, "reward_auroc": rh}, indent=2))
+    Path(a.out).with_suffix(".json").write_text(json.dumps({"safety": sh, "sweep": swh, "reward_auroc": rh}, indent=2))
     print(md)
 
 

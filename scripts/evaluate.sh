@@ -84,6 +84,21 @@ for task in $tasks; do
   esac
 done
 
+# Inference latency per policy (RQ6, Table 7 analog): whole samples, batch 1,
+# one ONNX Runtime thread, on the first task's bundles.
+bench_n=100; [ "$episodes" -le 2 ] && bench_n=5
+task=${tasks%% *}
+for policy in $policies; do
+  case "$policy" in
+    energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
+    diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+  esac
+  [ -f "$bundle/manifest.json" ] || continue
+  for k in $pks; do
+    ./bin/energyflow bench --bundle "$bundle" --steps "$k" --n "$bench_n" --json > "$out/latency_${policy}_${task}_K${k}.json" 2>/dev/null
+  done
+done
+
 .venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
 echo "report: $out/report.md"
 if [ "$publish" = 1 ]; then
