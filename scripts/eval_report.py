@@ -377,13 +377,13 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
         if len(groups) < 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3))
-        labels = sorted(groups, key=lambda s: (s.startswith("fault"), s))
+        labels = sorted(groups, key=lambda s: (s.startswith("fault"), LEVELS.index(s) if s in LEVELS else 0, s))
         ax.boxplot([groups[k] for k in labels], tick_labels=labels)
         thr = threshold_of(cells, task)
         if thr is not None:
             ax.axhline(thr, color="r", ls="--", lw=1, label="threshold")
             ax.legend()
-        ax.set_ylabel("episode max energy")
+        ax.set_ylabel("episode max energy\n(faults: from the onset)")
         ax.set_title(f"{task}: safety score by condition")
         fig.tight_layout()
         p = img / f"eval-energy-by-level-{task}.png"

@@ -236,17 +236,17 @@ func cmdSimRecord(ctx context.Context, env *cliEnv, args []string) int {
 
 // evalResult is one episode of a closed-loop evaluation.
 type evalResult struct {
-	Episode   int     `json:"episode"`
-	Seed      int     `json:"seed"`
-	Success   bool    `json:"success"`
-	Steps     int     `json:"steps"`
-	Return    float64 `json:"return"`
-	StopKind  string  `json:"stop_kind,omitempty"`
-	StopTick  int64   `json:"stop_tick,omitempty"`
-	Fault     string  `json:"fault,omitempty"`
-	FaultStep int     `json:"fault_step,omitempty"`
-	InferP50  float64 `json:"inference_p50_ms"`
-	MeanScore float64 `json:"mean_energy"`
+	Episode   int      `json:"episode"`
+	Seed      int      `json:"seed"`
+	Success   bool     `json:"success"`
+	Steps     int      `json:"steps"`
+	Return    float64  `json:"return"`
+	StopKind  string   `json:"stop_kind,omitempty"`
+	StopTick  int64    `json:"stop_tick,omitempty"`
+	Fault     string   `json:"fault,omitempty"`
+	FaultStep int      `json:"fault_step,omitempty"`
+	InferP50  float64  `json:"inference_p50_ms"`
+	MeanScore *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
 }
 
 // cmdSimEval runs the real runtime stack against the bridge per episode.
@@ -306,7 +306,11 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	s := summarize(f, results, trips)
 	fmt.Fprintln(env.stdout, s.String())
 	if *summary != "" {
-		data, _ := json.MarshalIndent(s, "", "  ")
+		data, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			fmt.Fprintln(env.stderr, "energyflow sim eval: summary:", err)
+			return exitFailure
+		}
 		if err := os.WriteFile(*summary, data, 0o644); err != nil {
 			fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
 			return exitFailure
@@ -384,7 +388,9 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick
 	}
-	r.MeanScore = mean(energies)
+	if m := mean(energies); !math.IsNaN(m) {
+		r.MeanScore = &m
+	}
 	return r, nil
 }
 

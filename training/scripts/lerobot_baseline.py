@@ -144,6 +144,7 @@ def evaluate(a: argparse.Namespace) -> None:
     pre, post = make_diffusion_pre_post_processors(policy.config, dataset_stats=st)
     w = World(a.task, camera_size=None)
     results: List[Dict] = []
+    infer_ms: List[float] = []  # select_action calls that planned a chunk (every N_ACT-th)
     for ep in range(a.episodes):
         seed = a.seed + ep
         o = w.reset(level=a.level, seed=seed)
@@ -152,8 +153,11 @@ def evaluate(a: argparse.Namespace) -> None:
         steps = 0
         while steps < a.max_steps and not w.success:
             with torch.no_grad():
+                t0 = time.perf_counter()
                 b = pre({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in split(o.astype(np.float32)).items()})
                 act = post(policy.select_action(b))
+                if steps % N_ACT == 0:
+                    infer_ms.append(1000 * (time.perf_counter() - t0))
             o = w.step(np.asarray(act).reshape(-1)).obs
             steps += 1
         results.append({"episode": ep, "seed": seed, "success": bool(w.success), "steps": steps, "return": w.ret})
@@ -161,7 +165,9 @@ def evaluate(a: argparse.Namespace) -> None:
     k = sum(r["success"] for r in results)
     s = {"task": a.task, "level": a.level, "bundle": a.policy, "steps_k": 20, "episodes": len(results),
          "successes": k, "success_rate": k / max(1, len(results)), "trips": {}, "results": results,
-         "implementation": "lerobot==0.4.4 DiffusionPolicy (DDIM 20), no runtime"}
+         "implementation": "lerobot==0.4.4 DiffusionPolicy (DDIM 20), no runtime",
+         "inference_p50_ms": float(np.median(infer_ms)) if infer_ms else None,
+         "inference_p90_ms": float(np.quantile(infer_ms, 0.9)) if infer_ms else None}
     print(f"task {a.task} level {a.level}: success {k}/{len(results)}")
     if a.json:
         Path(a.json).write_text(json.dumps(s, indent=2))
