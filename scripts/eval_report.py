@@ -39,6 +39,7 @@ PAPER = {
     "energyflow": {"button-press": 100.0, "drawer-open": 94.2, "assembly": 82.6, "bin-picking": 90.9, "hammer": 94.6},
     "diffusion": {"button-press": 100.0, "drawer-open": 93.6, "assembly": 76.4, "bin-picking": 89.6, "hammer": 94.0},
 }
+PAPER["lerobot"] = PAPER["diffusion"]  # the paper's Diffusion Policy row
 TASKS = ["button-press", "drawer-open", "assembly", "bin-picking", "hammer"]
 LEVELS = ["0", "S", "M", "L"]
 POLICY_NAMES = {"energyflow": "EnergyFlow", "diffusion": "Diffusion Policy (ours, same U-Net)",
@@ -311,6 +312,18 @@ def latency_table(d: Path) -> str:
     return "\n".join(rows) if len(rows) > 2 else "(no latency runs)"
 
 
+def rollout_table(d: Path) -> str:
+    """training/scripts/rollout.py results: the policy alone, no runtime."""
+    rows = ["| policy | task | sampler steps | success (no runtime) | 95% CI |", "|---|---|---|---|---|"]
+    for p in sorted(d.glob("rollout_*.json")):
+        s = json.loads(p.read_text())
+        pol, k = p.stem.split("_")[1], p.stem.rsplit("_K", 1)[1]
+        lo, hi = wilson(s["successes"], s["episodes"])
+        rows.append(f"| {POLICY_NAMES.get(pol, pol)} | {s['task']} | {k} | {s['successes']}/{s['episodes']} | "
+                    f"{100 * lo:.0f}–{100 * hi:.0f}% |")
+    return "\n".join(rows) if len(rows) > 2 else "(no rollouts)"
+
+
 def plots(cells: List[Cell], img: Path) -> List[str]:
     import matplotlib
 
@@ -409,6 +422,8 @@ def main() -> None:
     figs = plots(cells, Path(a.img))
     md = "\n\n".join([
         "## Closed-loop success (RQ1, RQ4)", success_table(cells),
+        "### The policy alone (reference sampler straight on Meta-World, same seeds, no runtime)",
+        rollout_table(Path(a.dir)),
         "## Safety monitor (energy of the committed chunk)", st,
         "### Threshold sweep (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,

@@ -7,11 +7,18 @@
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--fault-tasks "button-press"]
 #                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
+#                       [--rollouts "10 20 50"]
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
-# DDIM with its manifest's 20 steps). Faults (docs/sim.md) run EnergyFlow at
-# level 0 with the first K, injected at environment step 30.
+# DDIM with its manifest's 20 steps); lerobot trains (once, into
+# build/lerobot/<task>) and evaluates LeRobot's Diffusion Policy with its own
+# code in build/lerobot-venv (training/scripts/lerobot_baseline.py; skipped
+# with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
+# at level 0 with the first K, injected at environment step 30. Rollouts:
+# the first task's bundles through the reference samplers straight on
+# Meta-World, no runtime (training/scripts/rollout.py), EnergyFlow at each
+# K of --rollouts and Diffusion Policy at 20.
 # Every cell uses the same episode seeds (--seed, --seed+1, ...).
 #
 # Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>].{json,jsonl,log} and
@@ -23,17 +30,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
-policies="energyflow diffusion"; faults="push object"; fault_tasks="button-press drawer-open"
+policies="energyflow diffusion lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) episodes=2; tasks="button-press"; levels="0"; ks="20"; maxsteps=40; faults="object"
-             fault_tasks="button-press"; fault_step=10; out=build/eval-quick; shift ;;
+             fault_tasks="button-press"; fault_step=10; out=build/eval-quick; policies="energyflow diffusion"
+             rollouts=""; shift ;;
     --episodes) episodes=$2; shift 2 ;;
     --tasks) tasks=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
     --steps) ks=$2; shift 2 ;;
     --policies) policies=$2; shift 2 ;;
+    --rollouts) rollouts=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
     --fault-tasks) fault_tasks=$2; shift 2 ;;
     --max-steps) maxsteps=$2; shift 2 ;;
@@ -61,11 +70,35 @@ run() {
   cat "$base.txt"
 }
 
+# lerobot TASK: LeRobot's Diffusion Policy, its own code, no runtime
+lerobot() {
+  local task=$1 lpy=build/lerobot-venv/bin/python lr=training/scripts/lerobot_baseline.py
+  if [ ! -x "$lpy" ]; then
+    echo "skip   lerobot $task: no $lpy (python3 -m venv build/lerobot-venv && build/lerobot-venv/bin/pip install lerobot==0.4.4 h5py metaworld==3.1.1)" >&2
+    return
+  fi
+  if [ ! -f "build/lerobot/$task/model.safetensors" ]; then
+    echo "train  lerobot $task"
+    $lpy $lr train --data "build/demos/$task.hdf5" --out "build/lerobot/$task" --steps 1500 --seed 0 > "$out/lerobot_${task}_train.log" 2>&1
+  fi
+  for level in $levels; do
+    local name=lerobot_${task}_${level}_K20
+    if [ -f "$out/$name.json" ] && [ "$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["episodes"])' "$out/$name.json")" = "$episodes" ]; then
+      echo "kept   $name"; continue
+    fi
+    echo "run    $name"
+    $lpy $lr eval --policy "build/lerobot/$task" --task "$task" --level "$level" --episodes "$episodes" \
+      --seed "$seed" --max-steps "$maxsteps" --json "$out/$name.json" > "$out/$name.log" 2>&1
+    tail -n 1 "$out/$name.log"
+  done
+}
+
 for task in $tasks; do
   for policy in $policies; do
     case "$policy" in
       energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
       diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+      lerobot) lerobot "$task"; continue ;;
       *) echo "evaluate.sh: unknown policy $policy" >&2; exit 2 ;;
     esac
     if [ ! -f "$bundle/manifest.json" ]; then
@@ -84,6 +117,19 @@ for task in $tasks; do
   esac
 done
 
+# Direct rollouts (no runtime) on the first task: policy vs what the runtime adds.
+task=${tasks%% *}
+for k in $rollouts; do
+  f=$out/rollout_energyflow_${task}_K$k.json
+  [ -f "$f" ] || .venv/bin/python training/scripts/rollout.py "bundles/metaworld-$task" --task "$task" --steps "$k" \
+    --episodes "$episodes" --seed "$seed" --max-steps "$maxsteps" --json "$f" > /dev/null 2>&1
+done
+if [ -n "$rollouts" ] && [ -f "bundles/metaworld-$task-dp/manifest.json" ]; then
+  f=$out/rollout_diffusion_${task}_K20.json
+  [ -f "$f" ] || .venv/bin/python training/scripts/rollout.py "bundles/metaworld-$task-dp" --task "$task" \
+    --episodes "$episodes" --seed "$seed" --max-steps "$maxsteps" --json "$f" > /dev/null 2>&1
+fi
+
 # Inference latency per policy (RQ6, Table 7 analog): whole samples, batch 1,
 # one ONNX Runtime thread, on the first task's bundles.
 bench_n=100; [ "$episodes" -le 2 ] && bench_n=5
@@ -92,6 +138,7 @@ for policy in $policies; do
   case "$policy" in
     energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
     diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+    *) continue ;;
   esac
   [ -f "$bundle/manifest.json" ] || continue
   for k in $pks; do
