@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import warnings
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Callable, Dict, Iterable, List, Tuple
 
 import numpy as np
 import torch
@@ -73,6 +73,26 @@ def _export(module: nn.Module, args: tuple, path: Path, input_names: List[str], 
         except TypeError:  # torch versions without the dynamo argument
             torch.onnx.export(module, args, str(path), **kwargs)
     module.eval()
+
+
+def _export_action_graph(graph: nn.Module, cfg, t0: float, path: Path, outputs: List[str],
+                         check: Callable[[], Dict[str, float]]) -> Dict[str, float]:
+    """Export a graph with inputs (a_t, cond, t) and a dynamic batch, refuse
+    operators outside ALLOWED_OPS, then run ``check``; on any failure the
+    file is deleted and the error raised (a bundle never holds an unchecked graph)."""
+    B = 2
+    args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), t0))
+    names = ["a_t", "cond", "t"]
+    _export(graph, args, path, names, outputs, {n: {0: "batch"} for n in names + outputs})
+    try:
+        bad = sorted(set(graph_ops(path)) - ALLOWED_OPS)
+        if bad:
+            raise ExportCheckError(f"{path.name} uses operators outside the allowed set: {bad}")
+        return check()
+    except Exception:
+        if path.exists():
+            path.unlink()
+        raise
 
 
 def graph_ops(path: str | Path) -> List[str]:
@@ -141,20 +161,8 @@ def export_energy_grad(model: EnergyUNet, path: str | Path, tol: float = 1e-5, c
     cfg = model.cfg
     m = prepare_for_export(model)
     graph = EnergyGradGraph(m).eval()
-    B = 2
-    args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), 0.5))
-    _export(graph, args, path, ["a_t", "cond", "t"], ["grad_a", "energy"],
-            {"a_t": {0: "batch"}, "cond": {0: "batch"}, "t": {0: "batch"}, "grad_a": {0: "batch"}, "energy": {0: "batch"}})
-    try:
-        ops = graph_ops(path)
-        bad = sorted(set(ops) - ALLOWED_OPS)
-        if bad:
-            raise ExportCheckError(f"energy_grad.onnx uses operators outside the allowed set: {bad}")
-        return check_energy_grad(path, model, tol=tol) if check else {}
-    except Exception:
-        if path.exists():
-            path.unlink()
-        raise
+    return _export_action_graph(graph, cfg, 0.5, path, ["grad_a", "energy"],
+                                lambda: check_energy_grad(path, model, tol=tol) if check else {})
 
 
 def export_vision(encoder: nn.Module, image_shape: Tuple[int, int, int], path: str | Path,
@@ -252,16 +260,5 @@ def export_eps(model: nn.Module, path: str | Path, tol: float = EPS_TOL, check: 
     cfg = model.cfg
     m = prepare_for_export(model)
     graph = EpsGraph(m).eval()
-    B = 2
-    args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), 50.0))
-    _export(graph, args, path, ["a_t", "cond", "t"], ["eps"],
-            {"a_t": {0: "batch"}, "cond": {0: "batch"}, "t": {0: "batch"}, "eps": {0: "batch"}})
-    try:
-        bad = sorted(set(graph_ops(path)) - ALLOWED_OPS)
-        if bad:
-            raise ExportCheckError(f"eps.onnx uses operators outside the allowed set: {bad}")
-        return check_eps(path, model, tol=tol) if check else {}
-    except Exception:
-        if path.exists():
-            path.unlink()
-        raise
+    return _export_action_graph(graph, cfg, 50.0, path, ["eps"],
+                                lambda: check_eps(path, model, tol=tol) if check else {})
