@@ -350,7 +350,12 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
         ax.set_title(task)
         ax.set_ylim(-5, 105)
     axes[0].set_ylabel("success %")
-    axes[-1].legend(fontsize=7)
+    seen: Dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        axes[-1].legend(list(seen.values()), list(seen), fontsize=7)
     fig.tight_layout()
     p = img / "eval-success-vs-level.png"
     fig.savefig(p, dpi=110)

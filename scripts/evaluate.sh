@@ -8,6 +8,13 @@
 #                       [--faults "push object"] [--fault-tasks "button-press"]
 #                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
 #                       [--rollouts "10 20 50"]
+#   scripts/evaluate.sh --preset cpu10 [--publish]
+#
+# --preset cpu10 is the grid docs/evaluation.md reports (10 episodes per cell,
+# what a 2-core machine runs in about an hour): every task at level 0 with
+# EnergyFlow (K = 10, 20) and Diffusion Policy; button-press and drawer-open
+# at S/M/L and under both faults; LeRobot and the direct rollouts on
+# button-press. Cells already in the output directory are kept.
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
@@ -32,6 +39,16 @@ cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
 policies="energyflow diffusion lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
+if [ "${1:-}" = --preset ]; then
+  [ "${2:-}" = cpu10 ] || { echo "evaluate.sh: unknown preset ${2:-}" >&2; exit 2; }
+  shift 2
+  all="button-press drawer-open assembly bin-picking hammer"
+  "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts ""
+  "$0" --episodes 10 --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
+    --faults "push object" --fault-tasks "button-press drawer-open" --rollouts ""
+  exec "$0" --episodes 10 --tasks button-press --levels "0 S M L" --steps 20 --policies lerobot --faults "" \
+    --rollouts "10 20 50" "$@"
+fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) episodes=2; tasks="button-press"; levels="0"; ks="20"; maxsteps=40; faults="object"
