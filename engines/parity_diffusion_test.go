@@ -1,11 +1,9 @@
 package engines_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -38,20 +36,10 @@ type parityDiffusionFile struct {
 // abs error (the energyflow fixtures' limit). It fails (never skips) when
 // the fixtures or the ONNX Runtime library are missing.
 func TestParityDiffusionWithPythonReference(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(parityDiffusionDir, "cases.json"))
-	if err != nil {
-		t.Fatalf("diffusion parity fixtures missing: %v — generate them with `cd training && ../.venv/bin/python -m energyflow fixtures --policy diffusion --out ../engines/testdata/parity-diffusion` and commit them", err)
-	}
 	var pf parityDiffusionFile
-	if err := json.Unmarshal(data, &pf); err != nil {
-		t.Fatalf("cases.json: %v", err)
-	}
+	b := readParity(t, parityDiffusionDir, &pf, "--policy diffusion ")
 	if len(pf.Cases) == 0 || pf.Steps < 1 {
 		t.Fatalf("cases.json: %d cases, steps %d — expected at least one case and S ≥ 1", len(pf.Cases), pf.Steps)
-	}
-	b, err := engines.LoadBundle(filepath.Join(parityDiffusionDir, "bundle"))
-	if err != nil {
-		t.Fatalf("fixture bundle: %v", err)
 	}
 	m := &b.Manifest
 	if m.Policy != engines.PolicyDiffusion {

@@ -15,6 +15,26 @@ import (
 // fixtures"), written by `python -m energyflow fixtures --out engines/testdata/parity`.
 var parityDir = filepath.Join("testdata", "parity")
 
+// readParity reads dir/cases.json into pf and loads dir/bundle. It fails
+// (never skips) when they are missing, saying how to regenerate them with
+// the toolkit's fixtures command (fixtureFlags: e.g. "--policy diffusion").
+func readParity(t *testing.T, dir string, pf any, fixtureFlags string) *engines.Bundle {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+	if err != nil {
+		t.Fatalf("parity fixtures missing: %v — generate them with `cd training && ../.venv/bin/python -m energyflow fixtures %s--out ../engines/%s` and commit them",
+			err, fixtureFlags, filepath.ToSlash(dir))
+	}
+	if err := json.Unmarshal(data, pf); err != nil {
+		t.Fatalf("%s: %v", filepath.Join(dir, "cases.json"), err)
+	}
+	b, err := engines.LoadBundle(filepath.Join(dir, "bundle"))
+	if err != nil {
+		t.Fatalf("fixture bundle: %v", err)
+	}
+	return b
+}
+
 type parityCase struct {
 	Seed           int64                  `json:"seed"`
 	Obs            map[string][][]float32 `json:"obs"`
@@ -45,20 +65,10 @@ func flatten(x [][]float32) []float32 {
 // actions within 1e-4 max abs error, energies within 1e-4 relative. It fails
 // (never skips) when the fixtures or the ONNX Runtime library are missing.
 func TestParityWithPythonReference(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(parityDir, "cases.json"))
-	if err != nil {
-		t.Fatalf("parity fixtures missing: %v — generate them with `cd training && ../.venv/bin/python -m energyflow fixtures --out ../engines/testdata/parity` and commit them", err)
-	}
 	var pf parityFile
-	if err := json.Unmarshal(data, &pf); err != nil {
-		t.Fatalf("cases.json: %v", err)
-	}
+	b := readParity(t, parityDir, &pf, "")
 	if len(pf.Cases) == 0 || pf.Steps < 1 {
 		t.Fatalf("cases.json: %d cases, steps %d — expected at least one case and K ≥ 1", len(pf.Cases), pf.Steps)
-	}
-	b, err := engines.LoadBundle(filepath.Join(parityDir, "bundle"))
-	if err != nil {
-		t.Fatalf("fixture bundle: %v", err)
 	}
 	m := &b.Manifest
 	be := newORT(t)
