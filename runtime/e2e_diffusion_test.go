@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/energyflow/edge/actuators"
-	"github.com/energyflow/edge/actuators/simarm"
 	"github.com/energyflow/edge/safety"
 )
 
@@ -92,27 +90,13 @@ func TestEndToEndDiffusion(t *testing.T) {
 // A diffusion bundle has no energy: a configuration that asks the safety
 // gate for energy scores is refused with the key to change, not ignored.
 func TestDiffusionRefusesEnergyConfig(t *testing.T) {
-	root := repoRoot(t)
-	m, err := actuators.LoadMap(filepath.Join(root, "examples", "maps", "simarm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	arm, err := simarm.New(simarm.Config{Map: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arm.Close()
-	c := DefaultConfig()
-	c.Robot.Address = arm.Addr()
-	c.Robot.Map = filepath.Join(root, "examples", "maps", "simarm.yaml")
+	c := simArmConfig(t)
 	c.Robot.State = []string{"position", "velocity", "gripper"}
-	c.Camera.Enabled = false
-	c.Telemetry.Enabled = false
 	c.Policy.Bundle = diffusionBundle(t)
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1, 1, 1, 1, 1}
 	thr := 3.0
 	c.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "energy", Threshold: &thr}}
-	_, err = NewApp(context.Background(), &c, AppOptions{})
+	_, err := NewApp(context.Background(), &c, AppOptions{})
 	if err == nil || !strings.Contains(err.Error(), "safety.energy.scores") || !strings.Contains(err.Error(), "no energy") {
 		t.Fatalf("err = %v, want a safety.energy.scores error saying the policy has no energy", err)
 	}
@@ -128,7 +112,7 @@ func TestDiffusionRefusesEnergyConfig(t *testing.T) {
 
 	// From a file, the error points at the key's line.
 	dir := t.TempDir()
-	yaml := "robot:\n  address: " + arm.Addr() + "\n  map: " + c.Robot.Map + "\n  state: [position, velocity, gripper]\n" +
+	yaml := "robot:\n  address: " + c.Robot.Address + "\n  map: " + c.Robot.Map + "\n  state: [position, velocity, gripper]\n" +
 		"camera:\n  enabled: false\ntelemetry:\n  enabled: false\npolicy:\n  bundle: " + c.Policy.Bundle + "\n" +
 		"safety:\n  limits:\n    max_velocity: [1, 1, 1, 1, 1, 1, 1]\n  energy:\n    scores:\n      - name: energy\n        threshold: 3\n"
 	file := filepath.Join(dir, "config.yaml")

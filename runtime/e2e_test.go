@@ -322,10 +322,13 @@ func TestEndToEnd(t *testing.T) {
 	requireHalted(t, s.arm, "after shutdown")
 }
 
-// TestLoopRefusesMismatchedBundle checks the start-up validation.
-func TestLoopRefusesMismatchedBundle(t *testing.T) {
-	root := repoRoot(t)
-	m, err := actuators.LoadMap(filepath.Join(root, "examples", "maps", "simarm.yaml"))
+// simArmConfig starts a simulated arm on examples/maps/simarm.yaml (closed
+// when the test ends) and returns a config pointed at it, with the camera
+// and the live view off.
+func simArmConfig(t *testing.T) Config {
+	t.Helper()
+	mapFile := filepath.Join(repoRoot(t), "examples", "maps", "simarm.yaml")
+	m, err := actuators.LoadMap(mapFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,13 +336,19 @@ func TestLoopRefusesMismatchedBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer arm.Close()
+	t.Cleanup(func() { arm.Close() })
 	c := DefaultConfig()
 	c.Robot.Address = arm.Addr()
-	c.Robot.Map = filepath.Join(root, "examples", "maps", "simarm.yaml")
-	c.Robot.State = []string{"position"} // 7 values; the bundle wants 15
+	c.Robot.Map = mapFile
 	c.Camera.Enabled = false
 	c.Telemetry.Enabled = false
+	return c
+}
+
+// TestLoopRefusesMismatchedBundle checks the start-up validation.
+func TestLoopRefusesMismatchedBundle(t *testing.T) {
+	c := simArmConfig(t)
+	c.Robot.State = []string{"position"} // 7 values; the bundle wants 15
 	c.Policy.Bundle = testBundle(t)
 	c.Safety.Limits.MaxVelocity = make([]float64, 7)
 	for i := range c.Safety.Limits.MaxVelocity {
@@ -347,7 +356,7 @@ func TestLoopRefusesMismatchedBundle(t *testing.T) {
 	}
 	huge := 1e9
 	c.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "energy", Threshold: &huge}}
-	_, err = NewApp(context.Background(), &c, AppOptions{})
+	_, err := NewApp(context.Background(), &c, AppOptions{})
 	if err == nil || !strings.Contains(err.Error(), "robot.state") {
 		t.Fatalf("err = %v, want a robot.state mismatch", err)
 	}
