@@ -57,7 +57,15 @@ class Episode:
     ticks: List[Tuple[int, str, Optional[float], Optional[float]]] = field(default_factory=list)
 
     def running(self) -> List[Tuple[int, Optional[float], Optional[float]]]:
-        return [(t, e, c) for t, s, e, c in self.ticks if s == "RUNNING"]
+        """RUNNING ticks, plus the tick that ended a RUNNING stretch: the gate's
+        deciding tick is logged with the state it produced (STOPPED), and its
+        score is the one that tripped the rule."""
+        out, prev = [], ""
+        for t, s, e, c in self.ticks:
+            if s == "RUNNING" or prev == "RUNNING":
+                out.append((t, e, c))
+            prev = s
+        return out
 
     def onset(self) -> Optional[int]:
         r = self.running()

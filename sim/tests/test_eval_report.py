@@ -57,3 +57,12 @@ def test_report_separates_what_is_separable(tmp_path):
     assert head["auroc"]["button-press K=20 level L"] == 1.0
     rt, rh = er.reward_table(cells)
     assert rh["button-press"] == 1.0               # the success had the higher reward
+
+
+def test_the_deciding_stopped_tick_counts():
+    # the gate logs its deciding tick as STOPPED: the replay must still see it
+    states = ["RUNNING"] * 4 + ["STOPPED", "STOPPED"]
+    ep = er.Episode(False, 6, "energy", 0, [(t, s, v, None) for t, (s, v) in
+                                              enumerate(zip(states, [1, 9, 9, 1, 9, 9]))])
+    assert [t for t, _, _ in ep.running()] == [0, 1, 2, 3, 4]
+    assert er.detect_delay(ep, 5.0, 0) == 4
