@@ -45,6 +45,7 @@ type App struct {
 	events  chan safety.Event
 	cam     camera.SourceCloser
 	camTime atomic.Int64 // unix nanos of the newest frame
+	vision  visionSet    // one pipeline per image input; nil for a state-only bundle
 	tel     *telemetry.Server
 	telLn   net.Listener
 	loop    *Loop
@@ -79,6 +80,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if err != nil {
 		return nil, err
 	}
+	if err = checkImageConfig(cfg, a.bundle); err != nil {
+		return nil, err
+	}
 	switch cfg.Policy.Backend {
 	case "trt":
 		a.backend, err = trt.NewBackend(trt.Options{Logger: log.With("part", "trt")})
@@ -104,6 +108,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 	cond, err := engines.NewConditioner(&a.bundle.Manifest)
 	if err != nil {
+		return nil, err
+	}
+	if err = a.openVision(cfg); err != nil {
 		return nil, err
 	}
 
@@ -180,6 +187,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if a.rec != nil {
 		deps.Recorder = a.rec
 	}
+	if a.vision != nil {
+		deps.Images = a.vision
+	}
 	if a.cam != nil {
 		deps.CameraTime = func() time.Time {
 			if n := a.camTime.Load(); n != 0 {
@@ -192,6 +202,44 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	return a, nil
+}
+
+// checkImageConfig refuses a configuration that cannot feed the bundle's
+// image inputs: an image policy needs the camera and the camera watchdog,
+// or it would act on a missing or frozen view of the scene.
+func checkImageConfig(cfg *Config, b *engines.Bundle) error {
+	for _, o := range b.Manifest.Obs {
+		if o.Kind != engines.ObsImage {
+			continue
+		}
+		if !cfg.Camera.Enabled {
+			return cfg.keyError("camera.enabled", fmt.Errorf("false, but bundle %s takes camera images (%q): enable the camera", b.Dir, o.Name))
+		}
+		if cfg.Safety.Watchdog.CameraMaxAge <= 0 {
+			return cfg.keyError("safety.watchdog.camera_max_age", fmt.Errorf("0 turns the camera watchdog off, but bundle %s takes camera images (%q): set the oldest acceptable frame age (e.g. 250ms)", b.Dir, o.Name))
+		}
+	}
+	return nil
+}
+
+// openVision opens a vision pipeline for every image input of the bundle
+// (checkImageConfig has passed). A frame older than the camera watchdog's
+// bound is never paired with an arm state.
+func (a *App) openVision(cfg *Config) error {
+	m := &a.bundle.Manifest
+	for i, o := range m.Obs {
+		if o.Kind != engines.ObsImage {
+			continue
+		}
+		v, err := newVisionPipeline(a.bundle, a.backend, i, cfg.Period()/2, cfg.Safety.Watchdog.CameraMaxAge)
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, v.Close)
+		a.vision = append(a.vision, v)
+		a.log.Info("image input", "obs", o.Name, "features", o.Features, "preprocess", fmt.Sprintf("resize %v crop %v", o.Preprocess.Resize, o.Preprocess.Crop))
+	}
+	return nil
 }
 
 // safetyConfig returns the safety gate's configuration for the bundle:
@@ -275,34 +323,60 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// cameraLoop reads frames, stamps the newest capture time for the safety
-// watchdog and feeds the live view. Errors are logged (rate-limited) and the
-// source reconnects by itself; staleness is the watchdog's business.
+// cameraLoop reads frames, runs the policy's vision pipelines on them,
+// stamps the newest capture time for the safety watchdog and feeds the live
+// view. Errors are logged (rate-limited) and the source reconnects by
+// itself; staleness is the watchdog's business. A frame that cannot be
+// decoded or encoded does not count as fresh: the watchdog sees the last
+// good one age.
 func (a *App) cameraLoop(ctx context.Context) {
 	var f camera.Frame
 	var rgb camera.RGB
 	var dec camera.JPEGDecoder
 	var lastLog time.Time
 	rng := camera.RangeLimited
+	warn := func(msg string, err error) {
+		if time.Since(lastLog) > 5*time.Second {
+			a.log.Warn(msg, "err", err)
+			lastLog = time.Now()
+		}
+	}
 	for ctx.Err() == nil {
 		if err := a.cam.Read(ctx, &f); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if time.Since(lastLog) > 5*time.Second {
-				a.log.Warn("camera", "err", err)
-				lastLog = time.Now()
-			}
+			warn("camera", err)
 			if errors.Is(err, io.EOF) || errors.Is(err, camera.ErrClosed) {
 				return
 			}
+			if errors.Is(err, camera.ErrDisconnected) {
+				for _, v := range a.vision {
+					v.Reset() // never pair new arm states with frames from before the gap
+				}
+			}
 			continue
 		}
-		a.camTime.Store(f.Time.UnixNano())
-		if a.tel != nil {
-			if err := camera.ToRGB(&rgb, &f, &dec, rng); err == nil {
-				a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
+		if a.tel == nil && a.vision == nil {
+			a.camTime.Store(f.Time.UnixNano())
+			continue
+		}
+		if err := camera.ToRGB(&rgb, &f, &dec, rng); err != nil {
+			warn("camera frame", err)
+			continue
+		}
+		ok := true
+		for _, v := range a.vision {
+			if _, err := v.Encode(&rgb, f.Time, f.Seq); err != nil {
+				warn("vision", err)
+				ok = false
 			}
+		}
+		if ok {
+			a.camTime.Store(f.Time.UnixNano())
+		}
+		if a.tel != nil {
+			a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
 		}
 	}
 }

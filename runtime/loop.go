@@ -57,8 +57,11 @@ type LoopDeps struct {
 	// CameraTime returns the capture time of the newest camera frame (zero:
 	// none yet); nil when the robot has no camera.
 	CameraTime func() time.Time
-	Notifier   *Notifier
-	Logger     *slog.Logger
+	// Images gives the vision features of the bundle's image inputs; nil
+	// when the bundle takes none (NewLoop refuses an image bundle without).
+	Images   ImageSource
+	Notifier *Notifier
+	Logger   *slog.Logger
 	// OnTick, if set, is called at the end of every tick with its decision
 	// and the scores the gate saw (NaN: none); tests and the evaluation
 	// harness use it. It must not block.
@@ -77,12 +80,13 @@ type LoopStats struct {
 	ScoreLate      int64 // ticks whose re-score missed score_wait
 	ArmErrors      int64
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
+	CondErrors     int64 // replans skipped: no observation (no usable camera frame)
 }
 
 // loopCounters are LoopStats as atomics: the tick updates them without
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
-	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle atomic.Int64
+	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -92,29 +96,30 @@ type Loop struct {
 	period  time.Duration
 	machine *Machine
 
-	obs      *stateObs
-	infer    *worker[inferJob]
-	score    *worker[scoreJob] // nil without a Scorer
-	chunk    *Chunk
-	pred     []float32 // full prediction (T_p×D_a) of the committed chunk
-	predTime time.Time
-	havePred bool
-	seq      int64
-	state    actuators.State
-	haveArm  bool
-	cmd      actuators.Command
-	nVel     int
-	hasGrip  bool
-	lastGrip float64
-	start    int // index of the first executed action in a prediction (T_o−1)
-	ta       int // actions executed per chunk
-	margin   int
-	dim      int
-	tp       int
-	wait     *time.Timer
-	sample   telemetry.Sample
-	lastInf  time.Duration
-	thr      float64 // first monitored threshold (frozen with the gate's config); NaN: none
+	obs         *stateObs
+	infer       *worker[inferJob]
+	score       *worker[scoreJob] // nil without a Scorer
+	chunk       *Chunk
+	pred        []float32 // full prediction (T_p×D_a) of the committed chunk
+	predTime    time.Time
+	havePred    bool
+	seq         int64
+	state       actuators.State
+	haveArm     bool
+	cmd         actuators.Command
+	nVel        int
+	hasGrip     bool
+	lastGrip    float64
+	start       int // index of the first executed action in a prediction (T_o−1)
+	ta          int // actions executed per chunk
+	margin      int
+	dim         int
+	tp          int
+	wait        *time.Timer
+	sample      telemetry.Sample
+	lastInf     time.Duration
+	lastCondLog time.Time
+	thr         float64 // first monitored threshold (frozen with the gate's config); NaN: none
 
 	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
@@ -148,7 +153,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	if err := d.Arm.State(ctx, &l.state); err != nil {
 		return nil, fmt.Errorf("runtime: read the arm's state: %w", err)
 	}
-	obs, err := newStateObs(m, d.Config.Robot.State, &l.state)
+	obs, err := newStateObs(m, d.Config.Robot.State, &l.state, d.Images)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +202,8 @@ func (l *Loop) Stats() LoopStats {
 	c := &l.stats
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
 		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
-		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load()}
+		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(),
+		CondErrors: c.condErrors.Load()}
 }
 
 func (l *Loop) onTransition(t Transition) {
@@ -348,12 +354,12 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 
 	// 3. Replan when the committed chunk runs low; never wait for it.
 	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.margin && armErr == nil {
-		if err := l.d.Cond.Build(l.obs.history(), l.infer.job.cond); err == nil {
+		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {
-			l.log.Warn("build conditioning", "err", err)
+			l.condFailed(now, err)
 		}
 	}
 
@@ -368,7 +374,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 		if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
 			l.fillScoreWindow(now)
-			if err := l.d.Cond.Build(l.obs.history(), l.score.job.cond); err == nil {
+			if err := l.buildCond(l.score.job.cond); err == nil {
 				l.score.job.obsTime, l.score.job.start = l.obs.newest, now
 				l.score.submit()
 			}
@@ -452,6 +458,28 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 }
 
+// buildCond writes the conditioning of the current observation history
+// into cond.
+func (l *Loop) buildCond(cond []float32) error {
+	h, err := l.obs.history()
+	if err != nil {
+		return err
+	}
+	return l.d.Cond.Build(h, cond)
+}
+
+// condFailed counts a replan skipped because the conditioning could not be
+// built (no usable camera frame yet, typically) and logs it at most every
+// few seconds. The arm holds once the committed chunk runs out; a camera
+// that stays silent trips the camera watchdog.
+func (l *Loop) condFailed(now time.Time, err error) {
+	l.stats.condErrors.Add(1)
+	if l.lastCondLog.IsZero() || now.Sub(l.lastCondLog) >= 5*time.Second {
+		l.lastCondLog = now
+		l.log.Warn("replan skipped: cannot build the policy's observation", "err", err)
+	}
+}
+
 // fillScoreWindow writes the committed prediction as seen from now: the
 // plan shifted by the steps elapsed since its observation, the last action
 // repeated past its end (as Diffusion Policy pads).
@@ -489,11 +517,21 @@ func (l *Loop) scoreWait() time.Duration {
 
 func (l *Loop) threshold() float64 { return l.thr }
 
+// imagesReady reports whether every sample of the observation history has a
+// usable camera frame (true for a bundle without image inputs).
+func (l *Loop) imagesReady() bool {
+	if !l.obs.hasImages() {
+		return true
+	}
+	_, err := l.obs.history()
+	return err == nil
+}
+
 // syncMachine follows the gate: a trip moves RUNNING → STOPPED.
 func (l *Loop) syncMachine(d *safety.Decision) {
 	st, _ := l.machine.State()
 	switch {
-	case st == StateInit && l.haveArm && l.obs.ready():
+	case st == StateInit && l.haveArm && l.obs.ready() && l.imagesReady():
 		_ = l.machine.To(StateReady, "arm connected, engines loaded")
 	case st == StateRunning && d.State == safety.Stopped:
 		_ = l.machine.To(StateStopped, d.Reason.Kind.String()+": "+d.Reason.Message)

@@ -8,8 +8,10 @@ import (
 	"github.com/energyflow/edge/engines"
 )
 
-// stateObs assembles the policy's state observation from an arm state, as
-// robot.state lists the fields, and keeps the T_o most recent ones.
+// stateObs assembles the policy's observation history: the state vector
+// from each arm-state sample, as robot.state lists the fields, for the T_o
+// most recent samples, and, for a bundle with image inputs, the vision
+// features of the camera frame each sample could have seen (ImageSource).
 type stateObs struct {
 	fields  []string
 	width   int
@@ -21,12 +23,17 @@ type stateObs struct {
 	frames  []engines.ObsFrame
 	newest  time.Time
 	horizon int
+
+	images ImageSource // nil: the bundle has no image input
+	imgIdx []int       // indices of the image entries in the manifest's obs list
+	imgBuf [][][]float32
 }
 
 // newStateObs checks that the bundle's observations can be built from the
 // arm and prepares the history buffers.
-func newStateObs(m *engines.Manifest, fields []string, probe *actuators.State) (*stateObs, error) {
-	so := &stateObs{fields: fields, obsIdx: -1, nObs: len(m.Obs), horizon: m.ObsHorizon}
+func newStateObs(m *engines.Manifest, fields []string, probe *actuators.State, images ImageSource) (*stateObs, error) {
+	so := &stateObs{fields: fields, obsIdx: -1, nObs: len(m.Obs), horizon: m.ObsHorizon, images: images}
+	var imgWidth []int
 	for i, o := range m.Obs {
 		switch o.Kind {
 		case "state":
@@ -36,7 +43,11 @@ func newStateObs(m *engines.Manifest, fields []string, probe *actuators.State) (
 			so.obsIdx = i
 			so.width = o.Width()
 		case "image":
-			return nil, fmt.Errorf("runtime: bundle observation %q is an image: image policies are not wired into the control loop yet (state-only bundles run)", o.Name)
+			if images == nil {
+				return nil, fmt.Errorf("runtime: bundle observation %q is a camera image, but the runtime has no camera pipeline for it — enable the camera (camera.enabled: true)", o.Name)
+			}
+			so.imgIdx = append(so.imgIdx, i)
+			imgWidth = append(imgWidth, o.Features)
 		default:
 			return nil, fmt.Errorf("runtime: bundle observation %q has unknown kind %q", o.Name, o.Kind)
 		}
@@ -57,6 +68,13 @@ func newStateObs(m *engines.Manifest, fields []string, probe *actuators.State) (
 	for i := range so.ring {
 		so.ring[i] = make([]float32, so.width)
 		so.frames[i] = make(engines.ObsFrame, so.nObs)
+	}
+	so.imgBuf = make([][][]float32, so.horizon)
+	for i := range so.imgBuf {
+		so.imgBuf[i] = make([][]float32, len(so.imgIdx))
+		for k, w := range imgWidth {
+			so.imgBuf[i][k] = make([]float32, w)
+		}
 	}
 	return so, nil
 }
@@ -101,17 +119,29 @@ func (so *stateObs) push(s *actuators.State) {
 func (so *stateObs) ready() bool { return so.n >= so.horizon }
 
 // history returns the T_o most recent observations, oldest first, in the
-// shape the Conditioner wants. The frames alias the ring.
-func (so *stateObs) history() []engines.ObsFrame {
+// shape the Conditioner wants, with each sample's image features taken
+// from the frame captured at or before it. The frames alias the ring and
+// the feature buffers. It fails when a sample has no usable frame yet.
+func (so *stateObs) history() ([]engines.ObsFrame, error) {
 	for i := 0; i < so.horizon; i++ {
 		idx := (so.n - so.horizon + i) % so.horizon
 		if idx < 0 {
 			idx += so.horizon
 		}
 		so.frames[i][so.obsIdx] = so.ring[idx]
+		for k, obs := range so.imgIdx {
+			buf := so.imgBuf[i][k]
+			if err := so.images.Features(obs, so.times[idx], buf); err != nil {
+				return nil, err
+			}
+			so.frames[i][obs] = buf
+		}
 	}
-	return so.frames
+	return so.frames, nil
 }
+
+// hasImages reports whether the bundle takes camera images.
+func (so *stateObs) hasImages() bool { return len(so.imgIdx) > 0 }
 
 // newestVector returns the newest observation vector.
 func (so *stateObs) newestVector() []float32 {

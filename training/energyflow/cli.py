@@ -114,7 +114,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     train_main(data=args.data, out=args.out, model_over=model_overrides(args, fc),
                train_over=train_overrides(args, fc), state_key=args.state_key, image_keys=args.image_keys,
                resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
-               name=args.name, image_size=args.image_size, progress=not args.no_progress)
+               name=args.name, image_size=args.image_size, progress=not args.no_progress,
+               vision_width=args.vision_width)
     return 0
 
 
@@ -126,7 +127,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         over = model_overrides(args, fc)
         man = export_random(args.out, over, paper_size=args.paper_size, tiny=args.tiny, seed=args.seed,
                             name=args.name or ("paper-size-random" if args.paper_size else "random-init"),
-                            image_keys=args.image_keys, image_size=args.image_size, tol=args.tol)
+                            image_keys=args.image_keys, image_size=args.image_size, tol=args.tol,
+                            vision_width=args.vision_width)
     else:
         if not args.checkpoint:
             print("export: give --checkpoint FILE or --random-init", file=sys.stderr)
@@ -253,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--image-keys", nargs="*", default=[], help="obs keys of camera images (uint8 HxWx3)")
     t.add_argument("--image-size", type=int, default=96, help="crop size of camera images (96)")
     t.add_argument("--vision-weights", help="state_dict file for the ResNet-18 image encoder")
+    t.add_argument("--vision-width", type=int, default=64,
+                   help="ResNet-18 channel base: 64 = standard (512 features); 16 costs ~1/16 (CPU training)")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
     t.add_argument("--name", default=None, help="bundle name")
     t.add_argument("--no-export", action="store_true", help="do not write out/bundle at the end")
@@ -271,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tiny", action="store_true", help="tiny model (down dims 8 16 32)")
     e.add_argument("--image-keys", nargs="*", default=[], help="(random init) camera obs names")
     e.add_argument("--image-size", type=int, default=96)
+    e.add_argument("--vision-width", type=int, default=64, help="(random init) ResNet-18 channel base (64)")
     e.add_argument("--config", help="YAML/JSON config (random init)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--name", default=None)

@@ -46,9 +46,19 @@ class ImageSpec:
     name: str = "camera"
     shape: Tuple[int, int, int] = (3, 96, 96)      # C,H,W after crop
     resize: Tuple[int, int] = (104, 104)           # H,W before the center crop
-    features: int = 512
+    features: int = 512                            # = 8 * width, derived
+    width: int = 64                                # ResNet-18 channel base (--vision-width)
     mean: Tuple[float, float, float] = (0.485, 0.456, 0.406)
     std: Tuple[float, float, float] = (0.229, 0.224, 0.225)
+
+    def __post_init__(self) -> None:
+        # features follow the encoder's width; 512 is also the default left in place
+        if self.width < 1:
+            raise ValueError(f"image {self.name!r}: vision width {self.width}, expected ≥ 1")
+        if self.features not in (512, 8 * self.width):
+            raise ValueError(f"image {self.name!r}: {self.features} features, but a ResNet-18 of width "
+                             f"{self.width} gives {8 * self.width}")
+        self.features = 8 * self.width
 
 
 @dataclass

@@ -63,7 +63,7 @@ class Policy(nn.Module):
 
             if len(cfg.images) > 1:
                 raise NotImplementedError("one camera per policy is supported")
-            self.vision = ResNet18GN()
+            self.vision = ResNet18GN(cfg.images[0].width)
             if vision_weights:
                 load_vision_weights(self.vision, vision_weights)
 
@@ -351,7 +351,7 @@ class Trainer:
 
 # ---------------------------------------------------------------------------
 def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, state_key: str,
-                   image_keys: Sequence[str], image_size: int = 96):
+                   image_keys: Sequence[str], image_size: int = 96, vision_width: int = 64):
     """Load + validate the HDF5 file, split by demo, fit normalisers, make ModelConfig and datasets."""
     obs_keys = [state_key] if state_key else []
     demos, info = load_hdf5(data, obs_keys, image_keys)
@@ -366,7 +366,8 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
         raise DataError(f"{data}: actions have {info.action_dim} dims but --action-dim is {over['action_dim']}")
     images = []
     for k in image_keys:
-        images.append(dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8)))
+        images.append(dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8),
+                           width=vision_width))
     over["images"] = images
     mcfg = ModelConfig.from_dict(over)
     mk = lambda ds: WindowDataset(ds, state_key or None, list(image_keys), mcfg.obs_horizon, mcfg.pred_horizon,
@@ -385,7 +386,7 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
 def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict[str, Any], state_key: str = "state",
                image_keys: Sequence[str] = (), resume: Optional[str] = None, vision_weights: Optional[str] = None,
                export_bundle: bool = True, name: Optional[str] = None, image_size: int = 96,
-               progress: bool = True) -> Dict[str, Any]:
+               progress: bool = True, vision_width: int = 64) -> Dict[str, Any]:
     """``python -m energyflow train``: returns a summary dict (also written to out/summary.json)."""
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
@@ -403,7 +404,10 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
             tcfg = merge_train_config(TrainConfig(**ckpt["train_cfg"]), train_over)
         elif resume != "auto":
             raise FileNotFoundError(rp)
-    mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size)
+    if ckpt is not None and model_over.get("images"):
+        vision_width = model_over["images"][0].get("width", 64)
+    mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size,
+                                                  vision_width)
     trainer = Trainer(mcfg, tcfg, train_ds, val_ds, outp, meta, vision_weights, progress)
     if ckpt is not None:
         trainer.load_state_dict(ckpt)
@@ -447,7 +451,7 @@ def export_from_checkpoint(ckpt: str, out: str, name: Optional[str] = None, use_
 
 def export_random(out: str, over: Dict[str, Any], paper_size: bool = False, tiny: bool = False, seed: int = 0,
                   name: str = "random-init", image_keys: Sequence[str] = (), image_size: int = 96,
-                  tol: Optional[float] = None) -> Dict[str, Any]:
+                  tol: Optional[float] = None, vision_width: int = 64) -> Dict[str, Any]:
     """Random-init bundle (no training): ``--paper-size`` gives down dims 64/128/256, T_p=16, D_a=10.
 
     ``over["policy"] = "diffusion"`` gives a Diffusion Policy bundle (clip_sample 0: no data range).
@@ -458,8 +462,8 @@ def export_random(out: str, over: Dict[str, Any], paper_size: bool = False, tiny
     if tiny:
         d.update(TINY_SIZE)
     d.update(over)
-    d["images"] = [dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8))
-                   for k in image_keys]
+    d["images"] = [dict(name=k, shape=(3, image_size, image_size), resize=(image_size + 8, image_size + 8),
+                        width=vision_width) for k in image_keys]
     mcfg = ModelConfig.from_dict(d)
     torch.manual_seed(seed)
     pol = Policy(mcfg).eval()

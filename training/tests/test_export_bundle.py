@@ -136,6 +136,24 @@ def test_vision_bundle(tmp_path):
     assert man["conditioning"]["items"] == [{"obs": "state", "width": 3}, {"obs": "camera", "width": 512}]
 
 
+@pytest.mark.parametrize("width,features", [(64, 512), (4, 32)])
+def test_vision_width(width, features):
+    from energyflow.train import Policy
+    from energyflow.vision import ResNet18GN
+
+    spec = dict(name="camera", shape=(3, 32, 32), resize=(36, 36), width=width)
+    cfg = ModelConfig.from_dict(dict(action_dim=2, state_dim=3, images=[spec], **TINY_SIZE))
+    assert cfg.images[0].features == features and cfg.cond_dim == 2 * (3 + features)
+    pol = Policy(cfg).eval()
+    assert pol.vision(torch.zeros(1, 3, 32, 32)).shape == (1, features)
+    # the config round-trips (checkpoints store to_dict)
+    assert ModelConfig.from_dict(cfg.to_dict()).images[0].width == width
+    with pytest.raises(ValueError, match="width"):
+        ModelConfig.from_dict(dict(action_dim=2, state_dim=3, images=[dict(spec, features=100)], **TINY_SIZE))
+    with pytest.raises(ValueError, match="width"):
+        ResNet18GN(0)
+
+
 def test_fixtures_format(tmp_path):
     from energyflow.fixtures import make_fixtures
 

@@ -1,0 +1,257 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+)
+
+// visionBundle is a random-init EnergyFlow bundle for the simulated arm with
+// one camera input (32×32 crop, ResNet-18 of width 4 → 32 features),
+// written by runtime/testdata/make-bundle.sh.
+func visionBundle(t testing.TB) string {
+	p := filepath.Join(repoRoot(t), "runtime", "testdata", "simarm-vision-bundle")
+	if _, err := os.Stat(filepath.Join(p, "manifest.json")); err != nil {
+		t.Fatalf("vision test bundle missing: %v (regenerate with runtime/testdata/make-bundle.sh)", err)
+	}
+	return p
+}
+
+// replayRGB decodes the camera test frames (160×120 JPEGs, all different).
+func replayRGB(t *testing.T) []camera.RGB {
+	t.Helper()
+	cfg := camera.DefaultConfig()
+	cfg.Source = "replay"
+	cfg.Replay.Dir = filepath.Join(repoRoot(t), "camera", "testdata", "frames")
+	r, err := camera.OpenReplay(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []camera.RGB
+	var dec camera.JPEGDecoder
+	for i := 0; i < 3; i++ {
+		var f camera.Frame
+		if err := r.Read(context.Background(), &f); err != nil {
+			t.Fatal(err)
+		}
+		var rgb camera.RGB
+		if err := camera.ToRGB(&rgb, &f, &dec, camera.RangeLimited); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rgb)
+	}
+	return out
+}
+
+// TestVisionPipeline runs real frames through the bundle's vision graph on
+// ONNX Runtime and checks which frame's features each observation time gets.
+func TestVisionPipeline(t *testing.T) {
+	b, err := engines.LoadBundle(visionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	const camIdx = 1 // obs[1] is the camera
+	v, err := newVisionPipeline(b, be, camIdx, 25*time.Millisecond, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	vs := visionSet{v}
+
+	frames := replayRGB(t)
+	t0 := time.Unix(1000, 0)
+	times := []time.Time{t0, t0.Add(50 * time.Millisecond), t0.Add(100 * time.Millisecond)}
+	want := make([][]float32, len(frames)) // each frame's features, encoded alone
+	for i := range frames {
+		ok, err := v.Encode(&frames[i], times[i], uint64(i+1))
+		if err != nil || !ok {
+			t.Fatalf("encode frame %d: %v %v", i, ok, err)
+		}
+		want[i] = slices.Clone(v.feats)
+	}
+	if slices.Equal(want[0], want[1]) || slices.Equal(want[1], want[2]) {
+		t.Fatal("different frames gave identical features")
+	}
+	// A frame closer than minGap to the last encoded one is skipped.
+	if ok, err := v.Encode(&frames[0], times[2].Add(10*time.Millisecond), 4); ok || err != nil {
+		t.Fatalf("frame 10 ms after the last was encoded (%v, %v), want skipped", ok, err)
+	}
+
+	got := make([]float32, 32)
+	for _, c := range []struct {
+		name  string
+		at    time.Time
+		frame int    // expected frame, -1: error
+		err   string // substring of the error
+	}{
+		{"exactly at a frame", times[1], 1, ""},
+		{"between frames: the older one", times[1].Add(30 * time.Millisecond), 1, ""},
+		{"after the newest", times[2].Add(150 * time.Millisecond), 2, ""},
+		{"before every frame", t0.Add(-time.Millisecond), -1, "no camera frame captured at or before"},
+		{"newest too old", times[2].Add(201 * time.Millisecond), -1, "within 200ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := vs.Features(camIdx, c.at, got)
+			if c.frame < 0 {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errNoImage) {
+					t.Fatalf("err = %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[c.frame]) {
+				t.Fatalf("features are not those of frame %d", c.frame)
+			}
+		})
+	}
+	if err := vs.Features(0, t0, got); err == nil {
+		t.Fatal("features of the state input: want an error")
+	}
+	v.Reset()
+	if err := vs.Features(camIdx, times[2], got); !errors.Is(err, errNoImage) {
+		t.Fatalf("after Reset: err = %v, want no frame", err)
+	}
+}
+
+// fakeImages is an ImageSource whose features encode the observation time
+// they were asked for (milliseconds), to check the pairing.
+type fakeImages struct{ width int }
+
+func (f fakeImages) Features(obs int, at time.Time, dst []float32) error {
+	if len(dst) != f.width {
+		return errors.New("wrong width")
+	}
+	for i := range dst {
+		dst[i] = float32(at.UnixMilli() % 100000)
+	}
+	return nil
+}
+
+// TestObsHistoryPairsImagesWithStates checks that every history step gets
+// the features for its own arm-state sample's time, oldest first.
+func TestObsHistoryPairsImagesWithStates(t *testing.T) {
+	b, err := engines.LoadBundle(visionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &b.Manifest
+	fields := []string{"position", "velocity", "gripper"}
+	probe := &actuators.State{Position: make([]float64, 7), Velocity: make([]float64, 7)}
+	if _, err := newStateObs(m, fields, probe, nil); err == nil || !strings.Contains(err.Error(), "camera.enabled") {
+		t.Fatalf("image bundle without an image source: err = %v", err)
+	}
+	so, err := newStateObs(m, fields, probe, fakeImages{width: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.UnixMilli(5000)
+	for i := 0; i < 3; i++ {
+		s := *probe
+		s.Time = t0.Add(time.Duration(i) * 50 * time.Millisecond)
+		s.Gripper = float64(i)
+		so.push(&s)
+	}
+	h, err := so.history()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step, wantMs := range []float32{5050, 5100} { // T_o = 2: samples 1 and 2
+		if g := h[step][0][14]; g != float32(step+1) {
+			t.Fatalf("step %d: state gripper %v, want %d", step, g, step+1)
+		}
+		if f := h[step][1]; len(f) != 32 || f[0] != wantMs {
+			t.Fatalf("step %d: features %v, want the frame for t = %v ms", step, f[:1], wantMs)
+		}
+	}
+	cond, err := engines.NewConditioner(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]float32, cond.Dim())
+	if err := cond.Build(h, buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf[15] != 5050 || buf[len(buf)-1] != 5100 {
+		t.Fatalf("cond carries %v and %v, want the features of both samples", buf[15], buf[len(buf)-1])
+	}
+}
+
+// TestImagePolicyNeedsCamera checks the start-up refusals of an image
+// policy without its camera or without the camera watchdog.
+func TestImagePolicyNeedsCamera(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		edit       func(*Config)
+	}{
+		{"camera off", "camera.enabled", func(c *Config) { c.Camera.Enabled = false }},
+		{"camera watchdog off", "camera_max_age", func(c *Config) { c.Safety.Watchdog.CameraMaxAge = 0 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := simArmConfig(t)
+			cfg.Camera.Enabled = true
+			cfg.Camera.Source = "replay"
+			cfg.Camera.Replay.Dir = filepath.Join(repoRoot(t), "camera", "testdata", "frames")
+			cfg.Robot.State = []string{"position", "velocity", "gripper"}
+			cfg.Policy.Bundle = visionBundle(t)
+			cfg.Safety.Limits.MaxVelocity = []float64{1, 1, 1, 1, 1, 1, 1}
+			huge := 1e9
+			cfg.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "energy", Threshold: &huge}}
+			c.edit(&cfg)
+			app, err := NewApp(context.Background(), &cfg, AppOptions{})
+			if err == nil {
+				app.Close()
+				t.Fatalf("started, want an error naming %s", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one naming %s", err, c.want)
+			}
+		})
+	}
+}
+
+// TestEndToEndImagePolicy runs the whole stack on the image bundle: the
+// camera frames go through preprocessing and the vision graph into every
+// replan and re-score, and the policy drives the arm.
+func TestEndToEndImagePolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test (≈ 5 s)")
+	}
+	s := startStack(t, 5, func(c *Config) { c.Policy.Bundle = visionBundle(t) })
+	if len(s.app.vision) != 1 {
+		t.Fatalf("%d vision pipelines, want 1", len(s.app.vision))
+	}
+	s.waitState(t, StateRunning, 60*time.Second)
+	time.Sleep(3 * time.Second)
+	st := s.app.Loop().Stats()
+	if st.Chunks < 2 || st.Replans < 2 {
+		t.Fatalf("image policy not replanning: %+v", st)
+	}
+	if n := s.app.vision[0].hist.Len(); n == 0 {
+		t.Fatal("no frame was encoded")
+	}
+	if snap := s.arm.Snapshot(); !snap.Enabled || snap.Commands < 10 {
+		t.Fatalf("arm not driven: %+v", snap)
+	}
+	if st, _ := s.app.Loop().Machine().State(); st != StateRunning {
+		t.Fatalf("state %s, want RUNNING", st)
+	}
+	t.Logf("stats %+v", st)
+}
