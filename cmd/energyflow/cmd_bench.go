@@ -86,6 +86,50 @@ type benchReport struct {
 	CPUms          float64 `json:"cpu_ms_per_sample"` // process CPU time (user+sys) per sample call
 	Fused          bool    `json:"fused"`
 	References     int     `json:"references"`
+	// Vision is one entry per image input: the vision graph on one
+	// preprocessed frame, which the runtime runs per camera frame, outside
+	// the sample call.
+	Vision []visionBench `json:"vision,omitempty"`
+}
+
+// visionBench is the latency of one image input's vision graph.
+type visionBench struct {
+	Obs      string  `json:"obs"`
+	Features int     `json:"features"`
+	P50ms    float64 `json:"p50_ms"`
+	P90ms    float64 `json:"p90_ms"`
+	P99ms    float64 `json:"p99_ms"`
+}
+
+// benchVision times n encodes of a blank frame for every image input of b.
+func benchVision(b *engines.Bundle, be engines.Backend, n, warmup int) ([]visionBench, error) {
+	var out []visionBench
+	for _, o := range b.Manifest.Obs {
+		if o.Kind != engines.ObsImage {
+			continue
+		}
+		enc, err := engines.NewVisionEncoder(b, be, o.Name)
+		if err != nil {
+			return nil, err
+		}
+		img, feats := make([]float32, enc.ImageSize()), make([]float32, enc.Features())
+		lat := make([]time.Duration, 0, n)
+		for i := 0; i < warmup+n && err == nil; i++ {
+			t0 := time.Now()
+			err = enc.Encode(img, feats)
+			if i >= warmup {
+				lat = append(lat, time.Since(t0))
+			}
+		}
+		enc.Close()
+		if err != nil {
+			return nil, err
+		}
+		v := visionBench{Obs: o.Name, Features: len(feats)}
+		v.P50ms, v.P90ms, v.P99ms, _, _ = percentiles(lat)
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // cmdBench measures sampling latency of a bundle:
@@ -105,7 +149,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noRefs := fs.Bool("no-references", false, "skip the M reference energies (centered reward) in the final call")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations.\n\nflags:")
+		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -180,6 +224,10 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 		rep.References = 0
 	}
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs = percentiles(lat)
+	if rep.Vision, err = benchVision(b, be, *n, *warmup); err != nil {
+		fmt.Fprintf(env.stderr, "energyflow bench: %v\n", err)
+		return exitFailure
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -200,6 +248,9 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	fmt.Fprintf(w, "backend   %.1f calls/sample, %.3f ms/call; time outside the backend %.2f%%\n", rep.BackendCalls, rep.BackendCallMs, rep.OutsidePercent)
 	fmt.Fprintf(w, "cpu       %.2f ms per sample (process user+sys; less sensitive to a loaded machine than latency)\n", rep.CPUms)
 	fmt.Fprintf(w, "allocs    %.2f per sample (%.0f B)\n", rep.AllocsPerCall, rep.BytesPerCall)
+	for _, v := range rep.Vision {
+		fmt.Fprintf(w, "vision    %q: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms per frame, %d features (runs per camera frame, outside the sample)\n", v.Obs, v.P50ms, v.P90ms, v.P99ms, v.Features)
+	}
 	return exitOK
 }
 
