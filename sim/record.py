@@ -15,6 +15,8 @@ Layout (obs_t and the action taken at obs_t, L samples per demo):
     data                       attrs: env (task), env_name, total, num_demos, attempts,
                                       success_rate, level, seed, camera, env_args (JSON), ...
     data/demo_<i>/obs/state    (L, 39) float32
+    data/demo_<i>/obs/proprio  (L, 4) float32: state[:, :4], the arm's own state (hand xyz,
+                               gripper opening) = what robot.state [position, gripper] reads
     data/demo_<i>/obs/camera   (L, H, W, 3) uint8, with --camera
     data/demo_<i>/actions      (L, 4) float32 in [-1, 1]
     data/demo_<i>/dones        (L,) uint8, 1 on the last sample
@@ -36,6 +38,21 @@ import numpy as np
 from .bridge import ST_SUCCESS, ST_TRUNCATED
 from .client import BridgeProcess, MJPEGReader, http_json
 from .world import TASKS, expert_policy, normalize_task
+
+
+#: width of obs/proprio: hand xyz + gripper opening, observation[0:4]
+PROPRIO_DIM = 4
+
+
+def add_proprio(path: str | Path) -> int:
+    """Add obs/proprio to every demo of a file recorded before it existed; returns demos changed."""
+    n = 0
+    with h5py.File(path, "a") as f:
+        for g in f["data"].values():
+            if "proprio" not in g["obs"]:
+                g["obs"].create_dataset("proprio", data=g["obs/state"][:, :PROPRIO_DIM])
+                n += 1
+    return n
 
 
 def record_episode(arm, base: str, task: str, level: str, seed: int, policy, camera,
@@ -117,6 +134,7 @@ def record(task: str, episodes: int, out: str | Path, camera: bool = False, came
                 L = len(ep["actions"])
                 og = g.create_group("obs")
                 og.create_dataset("state", data=ep["state"])
+                og.create_dataset("proprio", data=ep["state"][:, :PROPRIO_DIM])
                 if camera:
                     og.create_dataset("camera", data=ep["camera"], chunks=(1,) + ep["camera"].shape[1:],
                                       compression="gzip", compression_opts=4)
@@ -147,7 +165,7 @@ def record(task: str, episodes: int, out: str | Path, camera: bool = False, came
         data.attrs["level"] = level
         data.attrs["seed"] = seed
         data.attrs["camera"] = camera_size if camera else ""
-        data.attrs["obs_keys"] = json.dumps(["state", "camera"] if camera else ["state"])
+        data.attrs["obs_keys"] = json.dumps(["state", "proprio", "camera"] if camera else ["state", "proprio"])
         data.attrs["env_args"] = json.dumps({
             "env_name": env_name, "type": "metaworld", "source": "sim.bridge (Modbus + MJPEG)",
             "env_kwargs": {"task": task, "level": level, "goal_observable": True,

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,7 @@ func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 // simFlags are shared by the demo and the evaluation.
 type simFlags struct {
 	task, level, bundle, listen, camera string
+	robotState                          string // robot.state fields, comma-separated; "": from the bundle
 	fault                               string // injected fault (sim eval only): "", push or object
 	seed, steps, faultStep              int
 	rate                                float64
@@ -56,6 +58,7 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.steps, "steps", 0, "Euler steps K (0: the bundle's default)")
 	fs.Float64Var(&f.rate, "rate", 10, "control rate in Hz")
 	fs.StringVar(&f.camera, "camera-size", "96x96", "camera image size WxH rendered by the simulator")
+	fs.StringVar(&f.robotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.BoolVar(&f.verbose, "v", false, "debug logging")
 }
 
@@ -68,10 +71,17 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	// The bridge is a Python process sharing the cores with the runtime (and, in
 	// the demo, a browser decoding video): give its replies time.
 	c.Robot.Timeout = time.Second
-	c.Robot.State = []string{"observation"}
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
 	c.Policy.Bundle = resolveBundle(root, f)
+	if _, err := os.Stat(c.Policy.Bundle); err != nil {
+		return nil, fmt.Errorf("sim: bundle %s not found: train one (docs/evaluation.md) or pass --bundle", c.Policy.Bundle)
+	}
+	st, err := simRobotState(c.Policy.Bundle, f.robotState)
+	if err != nil {
+		return nil, err
+	}
+	c.Robot.State = st
 	c.Policy.Steps = f.steps
 	c.Policy.Threads = 1 // sampler and scorer run side by side with the bridge on 2 cores
 	c.Policy.Seed = uint64(f.seed)
@@ -96,13 +106,43 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	if f.verbose {
 		c.Log.Level = "debug"
 	}
-	if _, err := os.Stat(c.Policy.Bundle); err != nil {
-		return nil, fmt.Errorf("sim: bundle %s not found: train one (docs/evaluation.md) or pass --bundle", c.Policy.Bundle)
-	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// simRobotState returns robot.state for a bundle on the Meta-World bridge:
+// the flag's list when given, else what the bundle's state input's width
+// says — the full 39-wide observation (state policies), or the arm's own
+// state, hand position and gripper opening (observation[0:4]), for image
+// policies trained with that proprioception (docs/sim.md).
+func simRobotState(bundle, flagValue string) ([]string, error) {
+	if flagValue != "" {
+		return strings.Split(flagValue, ","), nil
+	}
+	data, err := os.ReadFile(filepath.Join(bundle, "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	m, err := engines.ParseManifest(filepath.Join(bundle, "manifest.json"), data)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	for i := range m.Obs {
+		if m.Obs[i].Kind != engines.ObsState {
+			continue
+		}
+		switch w := m.Obs[i].Width(); w {
+		case 39:
+			return []string{"observation"}, nil
+		case 4:
+			return []string{"position", "gripper"}, nil
+		default:
+			return nil, fmt.Errorf("sim: bundle %s has a %d-wide state input %q: the Meta-World arm gives observation (39) or position,gripper (4); pass --robot-state", bundle, w, m.Obs[i].Name)
+		}
+	}
+	return nil, fmt.Errorf("sim: bundle %s has no state input; the runtime needs one (pass --robot-state to choose the arm fields)", bundle)
 }
 
 // resolveBundle is --bundle, or the shipped bundle of the task.

@@ -189,3 +189,30 @@ func TestSimEvalEpisode(t *testing.T) {
 		t.Fatalf("per-tick scores missing (%v):\n%.500s", err, lines)
 	}
 }
+
+func TestSimRobotState(t *testing.T) {
+	root := moduleRoot(t)
+	for _, c := range []struct {
+		name, bundle, flag string
+		want               []string
+		err                string
+	}{
+		{"39-wide state: the observation", "bundles/metaworld-button-press", "", []string{"observation"}, ""},
+		{"flag wins", "bundles/metaworld-button-press", "position,gripper", []string{"position", "gripper"}, ""},
+		{"other width: refused", "runtime/testdata/simarm-vision-bundle", "", nil, "15-wide state input"},
+		{"no bundle", "runtime/testdata/none", "", nil, "manifest.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := simRobotState(filepath.Join(root, c.bundle), c.flag)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+}

@@ -36,6 +36,7 @@ def test_record_layout(recorded):
             total += L
             assert bool(g.attrs["success"])
             assert g["obs/state"].shape == (L, 39) and g["obs/state"].dtype == np.float32
+            np.testing.assert_array_equal(g["obs/proprio"][:], g["obs/state"][:, :4])
             assert g["obs/camera"].shape == (L, 48, 64, 3) and g["obs/camera"].dtype == np.uint8
             assert g["actions"].shape == (L, 4) and g["actions"].dtype == np.float32
             a = g["actions"][:]
@@ -66,3 +67,17 @@ def test_recorded_file_loads_in_training_toolkit(recorded):
     assert info.env == "button-press" and info.total == d.length
     with h5py.File(out, "r") as f:
         np.testing.assert_array_equal(d.actions, f["data/demo_0/actions"][:])
+    demos, _ = data.load_hdf5(out, obs_keys=["proprio"], image_keys=["camera"])
+    assert demos[0].obs["proprio"].shape == (demos[0].length, 4)
+
+
+def test_add_proprio(tmp_path):
+    from sim.record import add_proprio
+
+    p = tmp_path / "old.hdf5"
+    st = np.arange(5 * 39, dtype=np.float32).reshape(5, 39)
+    with h5py.File(p, "w") as f:
+        f.create_dataset("data/demo_0/obs/state", data=st)
+    assert add_proprio(p) == 1 and add_proprio(p) == 0
+    with h5py.File(p, "r") as f:
+        np.testing.assert_array_equal(f["data/demo_0/obs/proprio"][:], st[:, :4])
