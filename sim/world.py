@@ -121,7 +121,12 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #           task but hammer, whose slot holds the nail), 6 cm beside the hand
 #           where it was at the onset, as a perception stack would report a
 #           new thing on the table. The physics is unchanged.
-FAULTS = ("push", "object")
+#   occlusion: the camera is blocked: a dark square over the middle half of
+#           every rendered frame (a quarter of the image), as a hand or a
+#           cable in front of the lens would. State and physics are unchanged:
+#           the fault for image policies.
+FAULTS = ("push", "object", "occlusion")
+OCCLUSION_GREY = 30
 PUSH_DISTANCE = 0.08
 OBJ2 = slice(11, 18)
 OBJ2_PREV = slice(29, 36)
@@ -356,6 +361,11 @@ class World:
         img = r.render()
         if self.camera_name in ROTATE_180:
             img = np.ascontiguousarray(img[::-1, ::-1])
+        f = self.fault
+        if f is not None and f.kind == "occlusion" and self.step_count >= f.step:
+            img = np.array(img, copy=True)
+            h, w = img.shape[:2]
+            img[h // 4:h - h // 4, w // 4:w - w // 4] = OCCLUSION_GREY
         self.last_render_s = time.perf_counter() - t0
         return img
 

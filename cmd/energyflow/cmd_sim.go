@@ -44,7 +44,7 @@ func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 type simFlags struct {
 	task, level, bundle, listen, camera string
 	robotState                          string // robot.state fields, comma-separated; "": from the bundle
-	fault                               string // injected fault (sim eval only): "", push or object
+	fault                               string // injected fault (sim eval only): "", push, object or occlusion
 	seed, steps, faultStep              int
 	rate                                float64
 	verbose                             bool
@@ -299,7 +299,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	maxSteps := fs.Int("max-steps", 300, "environment steps per episode before it counts as a failure")
 	out := fs.String("scores", "", "write per-tick scores (JSON lines) to this file")
 	summary := fs.String("json", "", "write the summary as JSON to this file")
-	fs.StringVar(&f.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm) or object (an unseen object appears); docs/sim.md")
+	fs.StringVar(&f.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state) or occlusion (a dark square blocks the middle of the camera image); docs/sim.md")
 	fs.IntVar(&f.faultStep, "fault-step", 30, "environment step at which --fault starts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

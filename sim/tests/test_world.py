@@ -68,3 +68,25 @@ def test_faults_change_the_episode_from_their_step_only():
     with pytest.raises(ValueError, match="want one of"):
         Fault("smoke", 1)
     w.close()
+
+
+def test_occlusion_fault_blocks_the_camera_only():
+    from sim.world import OCCLUSION_GREY, Fault
+
+    w = World("button-press", camera_size=(32, 32))
+    pol = expert_policy("button-press")
+    w.reset(seed=3)
+    clean = _rollout(w, pol, 12)
+    clean_img = w.render()
+    w.reset(seed=3, fault=Fault("occlusion", 10))
+    before = None
+    for i in range(12):
+        if i == 9:
+            before = w.render()                              # step 9: not yet occluded
+        w.step(pol.get_action(w.obs))
+    img = w.render()
+    np.testing.assert_array_equal(w.obs, clean[-1])          # state and physics unchanged
+    assert (before[8:24, 8:24] != OCCLUSION_GREY).any()
+    assert (img[8:24, 8:24] == OCCLUSION_GREY).all()
+    np.testing.assert_array_equal(img[:8], clean_img[:8])    # the rest of the frame is the scene
+    w.close()
