@@ -43,7 +43,16 @@ PAPER["lerobot"] = PAPER["diffusion"]  # the paper's Diffusion Policy row
 TASKS = ["button-press", "drawer-open", "assembly", "bin-picking", "hammer"]
 LEVELS = ["0", "S", "M", "L"]
 POLICY_NAMES = {"energyflow": "EnergyFlow", "diffusion": "Diffusion Policy (ours, same U-Net)",
-                "lerobot": "LeRobot Diffusion Policy"}
+                "lerobot": "LeRobot Diffusion Policy", "image": "EnergyFlow, camera + proprioception"}
+#: policies with an energy, whose monitor the safety and reward tables evaluate
+ENERGY_POLICIES = ["energyflow", "image"]
+#: fault kinds in the order the tables list them
+FAULTS = ["push", "object", "occlusion"]
+
+
+def _key(policy: str, key: str) -> str:
+    """A report.json key: EnergyFlow's keys as they were, other policies prefixed."""
+    return key if policy == "energyflow" else f"{policy} {key}"
 NAME = re.compile(r"^(?P<policy>[a-z]+)_(?P<task>[a-z-]+)_(?P<level>[0SML])_K(?P<k>\d+)(?:_(?P<fault>[a-z]+))?$")
 RULE_N, RULE_M = 3, 5
 
@@ -150,7 +159,7 @@ def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optiona
 def success_table(cells: List[Cell]) -> str:
     rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | paper (level 0) | safety stops |",
             "|---|---|---|---|---|---|---|---|---|"]
-    key = {p: i for i, p in enumerate(["energyflow", "diffusion", "lerobot"])}
+    key = {p: i for i, p in enumerate(["energyflow", "image", "diffusion", "lerobot"])}
     for c in sorted((c for c in cells if not c.fault),
                     key=lambda c: (key.get(c.policy, 9), TASKS.index(c.task) if c.task in TASKS else 9,
                                    LEVELS.index(c.level), c.k)):
@@ -165,9 +174,9 @@ def success_table(cells: List[Cell]) -> str:
     return "\n".join(rows)
 
 
-def threshold_of(cells: List[Cell], task: str) -> Optional[float]:
+def threshold_of(cells: List[Cell], task: str, policy: str = "energyflow") -> Optional[float]:
     for c in cells:
-        if c.task == task and c.policy == "energyflow":
+        if c.task == task and c.policy == policy:
             b = c.summary.get("bundle") or ""
             p = Path(b) / "manifest.json" if b else Path(f"bundles/metaworld-{task}/manifest.json")
             if p.exists():
@@ -179,19 +188,27 @@ def threshold_of(cells: List[Cell], task: str) -> Optional[float]:
 
 
 def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
-    ef = [c for c in cells if c.policy == "energyflow"]
-    rows = ["| task | K | positives | n neg / pos | AUROC energy (max) | AUROC centered (max) | AUROC energy (mean) | "
+    rows = ["| policy | task | K | positives | n neg / pos | AUROC energy (max) | AUROC centered (max) | AUROC energy (mean) | "
             "AUROC centered (mean) | detected (3 of 5 > thr) | median delay (ticks) |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    fth = ["| task | K | level-0 episodes | RUNNING ticks | hours at the run rate | energy stops | threshold exceedances (ticks) | false trips per hour (rule replay) |",
-           "|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    fth = ["| policy | task | K | level-0 episodes | RUNNING ticks | hours at the run rate | energy stops | threshold exceedances (ticks) | false trips per hour (rule replay) |",
+           "|---|---|---|---|---|---|---|---|---|"]
     head: dict = {"auroc": {}, "false_trips_per_hour": {}}
+    for pol in ENERGY_POLICIES:
+        _safety_rows(cells, pol, rate, rows, fth, head)
+    return "\n".join(rows) + "\n\n" + "\n".join(fth), head
+
+
+def _safety_rows(cells: List[Cell], pol: str, rate: float, rows: List[str], fth: List[str], head: dict) -> None:
+    """safety_tables' rows and report.json entries of one energy policy."""
+    ef = [c for c in cells if c.policy == pol]
+    name = POLICY_NAMES.get(pol, pol)
     for task in TASKS:
         for k in sorted({c.k for c in ef if c.task == task}):
             neg_cells = [c for c in ef if c.task == task and c.k == k and c.level == "0" and not c.fault]
             if not neg_cells:
                 continue
-            thr = threshold_of(cells, task)
+            thr = threshold_of(cells, task, pol)
             neg = [e for c in neg_cells for e in c.episodes]
             ticks = sum(len(e.running()) for e in neg)
             hours = ticks / rate / 3600.0
@@ -199,8 +216,8 @@ def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
             exc = sum(1 for e in neg for _, v, _ in e.running() if v is not None and thr is not None and v > thr)
             replay = sum(detect_delay(e, thr, -1) is not None for e in neg) if thr is not None else 0
             fph = replay / hours if hours > 0 else float("nan")
-            head["false_trips_per_hour"][f"{task} K={k}"] = fph
-            fth.append(f"| {task} | {k} | {len(neg)} | {ticks} | {hours:.3f} | {stops} | {exc} | "
+            head["false_trips_per_hour"][_key(pol, f"{task} K={k}")] = fph
+            fth.append(f"| {name} | {task} | {k} | {len(neg)} | {ticks} | {hours:.3f} | {stops} | {exc} | "
                        f"{replay} episodes → {fph:.1f}/h |")
             groups: Dict[str, List[Tuple[Episode, int]]] = {}
             for c in ef:
@@ -226,15 +243,14 @@ def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
                 delays = [detect_delay(e, thr, on) for e, on in pos] if thr is not None else []
                 det = [d for d in delays if d is not None]
                 med = f"{np.median(det):.0f}" if det else "–"
-                head["auroc"][f"{task} K={k} {label}"] = res[0][0]
-                rows.append(f"| {task} | {k} | {label} | {res[0][1]} / {res[0][2]} | {res[0][0]:.2f} | {res[1][0]:.2f} | "
+                head["auroc"][_key(pol, f"{task} K={k} {label}")] = res[0][0]
+                rows.append(f"| {name} | {task} | {k} | {label} | {res[0][1]} / {res[0][2]} | {res[0][0]:.2f} | {res[1][0]:.2f} | "
                             f"{res[2][0]:.2f} | {res[3][0]:.2f} | {len(det)}/{len(pos)} | {med} |")
-    return "\n".join(rows) + "\n\n" + "\n".join(fth), head
 
 
-def calibration_of(task: str, cells: List[Cell]) -> dict:
+def calibration_of(task: str, cells: List[Cell], policy: str = "energyflow") -> dict:
     for c in cells:
-        if c.task == task and c.policy == "energyflow":
+        if c.task == task and c.policy == policy:
             b = c.summary.get("bundle") or f"bundles/metaworld-{task}"
             p = Path(b) / "manifest.json"
             if p.exists():
@@ -246,13 +262,13 @@ def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
     """The 3-of-5 rule replayed on every trace at candidate thresholds (the
     held-out calibration quantiles of the energy): false trips per hour at
     level 0 against the share of OOD / fault episodes detected."""
-    rows = ["| task | threshold (energy) | level-0 episodes tripped | false trips per hour | "
-            "detected: S / M / L / push / object |", "|---|---|---|---|---|"]
+    rows = ["| policy | task | threshold (energy) | level-0 episodes tripped | false trips per hour | "
+            "detected: S / M / L / " + " / ".join(FAULTS) + " |", "|---|---|---|---|---|---|"]
     head = {}
-    for task in TASKS:
-        ef = [c for c in cells if c.policy == "energyflow" and c.task == task and c.k == 20]
+    for pol, task in ((p, t) for p in ENERGY_POLICIES for t in TASKS):
+        ef = [c for c in cells if c.policy == pol and c.task == task and c.k == 20]
         neg = [e for c in ef if c.level == "0" and not c.fault for e in c.episodes]
-        cal = calibration_of(task, cells)
+        cal = calibration_of(task, cells, pol)
         if not neg or not cal:
             continue
         qs = cal["scores"]["energy"]["quantiles"]
@@ -261,7 +277,7 @@ def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
             thr = float(qs[q])
             fp = sum(detect_delay(e, thr, -1) is not None for e in neg)
             det = []
-            for lab in ("S", "M", "L", "push", "object"):
+            for lab in ("S", "M", "L", *FAULTS):
                 grp = [(e, e.onset() if c.fault else _first(e)) for c in ef
                        if (c.fault == lab) or (not c.fault and c.level == lab) for e in c.episodes]
                 if not grp:
@@ -269,18 +285,21 @@ def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
                     continue
                 n = sum(detect_delay(e, thr, on) is not None for e, on in grp if on is not None)
                 det.append(f"{n}/{len(grp)}")
-            head[f"{task} q{q}"] = {"threshold": thr, "false_trips_per_hour": fp / hours if hours else None}
-            rows.append(f"| {task} | q{q} = {thr:.1f} | {fp}/{len(neg)} | {fp / hours if hours else float('nan'):.0f}/h "
+            head[_key(pol, f"{task} q{q}")] = {"threshold": thr, "false_trips_per_hour": fp / hours if hours else None}
+            rows.append(f"| {POLICY_NAMES.get(pol, pol)} | {task} | q{q} = {thr:.1f} | {fp}/{len(neg)} | {fp / hours if hours else float('nan'):.0f}/h "
                         f"(over {hours:.3f} h) | {' / '.join(det)} |")
     return "\n".join(rows), head
 
 
 def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
-    rows = ["| task | episodes (success / failure) | AUROC mean centered reward | AUROC mean −energy |",
-            "|---|---|---|---|"]
+    rows = ["| policy | task | episodes (success / failure) | AUROC mean centered reward | AUROC mean −energy |",
+            "|---|---|---|---|---|"]
     head = {}
-    for task in TASKS:
-        eps = [e for c in cells if c.policy == "energyflow" and c.task == task and not c.fault for e in c.episodes]
+    for pol, task in ((p, t) for p in ENERGY_POLICIES for t in TASKS):
+        eps = [e for c in cells if c.policy == pol and c.task == task and not c.fault for e in c.episodes]
+        if pol != "energyflow" and not eps:
+            continue
+        name = POLICY_NAMES.get(pol, pol)
         vals = []
         for e in eps:
             r = [(-v_e, -v_c) for _, v_e, v_c in e.running() if v_e is not None and v_c is not None]
@@ -290,12 +309,12 @@ def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
         s = [v for v in vals if v[0]]
         f = [v for v in vals if not v[0]]
         if not s or not f:
-            rows.append(f"| {task} | {len(s)} / {len(f)} | – (needs both) | – |")
+            rows.append(f"| {name} | {task} | {len(s)} / {len(f)} | – (needs both) | – |")
             continue
         a1 = auroc([v[1] for v in f], [v[1] for v in s])
         a2 = auroc([v[2] for v in f], [v[2] for v in s])
-        head[task] = a1
-        rows.append(f"| {task} | {len(s)} / {len(f)} | {a1:.2f} | {a2:.2f} |")
+        head[_key(pol, task)] = a1
+        rows.append(f"| {name} | {task} | {len(s)} / {len(f)} | {a1:.2f} | {a2:.2f} |")
     return "\n".join(rows), head
 
 
@@ -343,7 +362,7 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
     # Figure-5 analog: success vs level per task and policy.
     fig, axes = plt.subplots(1, len(TASKS), figsize=(3.2 * len(TASKS), 3), sharey=True)
     for ax, task in zip(axes, TASKS):
-        for pol, mk in (("energyflow", "o-"), ("diffusion", "s--"), ("lerobot", "^:")):
+        for pol, mk in (("energyflow", "o-"), ("image", "D-."), ("diffusion", "s--"), ("lerobot", "^:")):
             for k in sorted({c.k for c in cells if c.policy == pol}):
                 xs, ys = [], []
                 for i, lv in enumerate(LEVELS):

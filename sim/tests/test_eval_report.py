@@ -59,6 +59,27 @@ def test_report_separates_what_is_separable(tmp_path):
     assert rh["button-press"] == 1.0               # the success had the higher reward
 
 
+def test_image_policy_is_evaluated_on_its_own(tmp_path):
+    # an image policy's level-0 and occlusion cells: its own rows and keys,
+    # never pooled with the state policy's episodes
+    def ticks(ep, energy, n=40):
+        return [{"episode": ep, "tick": t, "state": "RUNNING", "energy": energy + (20.0 if t >= 30 and energy > 1 else 0),
+                 "centered_energy": energy} for t in range(n)]
+    _write(tmp_path, "energyflow_button-press_0_K20", [{"success": True, "steps": 50}], ticks(0, 1.0))
+    _write(tmp_path, "image_button-press_0_K20",
+           [{"success": True, "steps": 40}, {"success": False, "steps": 40}], ticks(0, 1.0) + ticks(1, 1.0))
+    _write(tmp_path, "image_button-press_0_K20_occlusion",
+           [{"success": False, "steps": 40, "fault_step": 10}], ticks(0, 2.0))
+    cells = er.load(tmp_path)
+    assert {c.policy for c in cells} == {"energyflow", "image"}
+    table, head = er.safety_tables(cells, rate=20.0)
+    assert head["auroc"]["image button-press K=20 fault occlusion"] == 1.0
+    assert not any(k.endswith("occlusion") and not k.startswith("image") for k in head["auroc"])
+    assert "EnergyFlow, camera + proprioception | button-press | 20 | fault occlusion | 2 / 1" in table
+    st = er.success_table(cells)
+    assert st.index("| EnergyFlow |") < st.index("| EnergyFlow, camera")
+
+
 def test_the_deciding_stopped_tick_counts():
     # the gate logs its deciding tick as STOPPED: the replay must still see it
     states = ["RUNNING"] * 4 + ["STOPPED", "STOPPED"]
