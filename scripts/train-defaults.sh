@@ -6,11 +6,17 @@
 #   scripts/train-defaults.sh [TASK ...]      (default: button-press)
 #   POLICY=diffusion scripts/train-defaults.sh TASK ...   (Diffusion Policy baseline,
 #                                              bundles/metaworld-<task>-dp)
+#   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
+#                                              proprioception, bundles/metaworld-<task>-image)
 #
 # Demonstrations: 100 scripted episodes for button-press, 50 for the other
 # tasks (seed 0). EnergyFlow uses the Gaussian energy prior with EDM input and
 # output scaling (docs/evaluation.md says why: without them the score
 # vanishes at sigma_max and sampling never leaves the initial noise).
+# POLICY=image records 50 demonstrations with the camera (96×96,
+# build/demos/<task>-camera.hdf5) and conditions on the frames (ResNet-18 of
+# width 8 on a 64×64 crop: a CPU-size encoder, 64 features) plus the arm's
+# own state (obs/proprio: hand xyz + gripper), not the object positions.
 # Seeds are fixed; on an idle 2-core CPU one task takes about 10 minutes. Training
 # uses one torch thread: with two OpenMP threads on a busy 2-core machine a
 # step was measured 18× slower (6.8 s vs 0.38 s).
@@ -25,11 +31,17 @@ steps=${STEPS:-3000}
 case "$policy" in
   energyflow) suffix=""; extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
-  *) echo "train-defaults.sh: POLICY must be energyflow or diffusion, got $policy" >&2; exit 2 ;;
+  image) suffix="-image"; extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm
+                                 --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
+  *) echo "train-defaults.sh: POLICY must be energyflow, diffusion or image, got $policy" >&2; exit 2 ;;
 esac
 for task in "${tasks[@]}"; do
   demos=build/demos/$task.hdf5
   episodes=50; [ "$task" = button-press ] && episodes=100
+  if [ "$policy" = image ]; then
+    demos=build/demos/$task-camera.hdf5
+    [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 50 --seed 0 --camera --out "$demos" --no-progress
+  fi
   [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes "$episodes" --seed 0 --out "$demos" --no-progress
   name=metaworld-$task$suffix
   run=build/runs/$name
@@ -40,7 +52,7 @@ for task in "${tasks[@]}"; do
       "${extra[@]}")
   rm -rf "bundles/$name"
   cp -r "$run/bundle" "bundles/$name"
-  if [ "$policy" = energyflow ]; then
+  if [ "$policy" != diffusion ]; then
     (cd training && ../$py -m energyflow calibrate --bundle "../bundles/$name" --data "../$demos" \
         --n-windows 512 --seed 0 --split-seed 0)
   fi
