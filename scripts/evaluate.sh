@@ -5,20 +5,28 @@
 #
 #   scripts/evaluate.sh [--quick] [--episodes N] [--tasks "t1 t2"] [--levels "0 S M L"]
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
-#                       [--faults "push object"] [--fault-tasks "button-press"]
+#                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
 #                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
 #                       [--rollouts "10 20 50"]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
+#   scripts/evaluate.sh --preset cpu50
 #
 # --preset cpu10 is the grid docs/evaluation.md reports (10 episodes per cell,
 # what a 2-core machine runs in about an hour): every task at level 0 with
 # EnergyFlow (K = 10, 20) and Diffusion Policy; button-press and drawer-open
 # at S/M/L and under both faults; LeRobot and the direct rollouts on
 # button-press. Cells already in the output directory are kept.
+# --preset cpu50 is the 50-episode grid of docs/evaluation-results-50.md
+# (build/eval50; what fitted in the sessions so far, about 10 min per cell
+# on 2 cores): level 0 at K = 20 for every task and policy, ButtonPress and
+# DrawerOpen at S/M/L and under both faults, K = 10 at level 0 on those two,
+# and the image policy on ButtonPress.
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
-# DDIM with its manifest's 20 steps); lerobot trains (once, into
+# DDIM with its manifest's 20 steps); image runs bundles/metaworld-<task>-image
+# (EnergyFlow on camera + proprioception, at every K of --steps, skipped when
+# the task has none) and, on the fault tasks, under --image-faults; lerobot trains (once, into
 # build/lerobot/<task>) and evaluates LeRobot's Diffusion Policy with its own
 # code in build/lerobot-venv (training/scripts/lerobot_baseline.py; skipped
 # with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
@@ -37,7 +45,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
-policies="energyflow diffusion lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
+policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
+image_faults="occlusion"
 maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
 if [ "${1:-}" = --preset ]; then
   [ "${2:-}" = cpu10 ] || { echo "evaluate.sh: unknown preset ${2:-}" >&2; exit 2; }
@@ -49,10 +58,21 @@ if [ "${1:-}" = --preset ]; then
   exec "$0" --episodes 10 --tasks button-press --levels "0 S M L" --steps 20 --policies lerobot --faults "" \
     --rollouts "10 20 50" "$@"
 fi
+if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
+  shift 2
+  all="button-press drawer-open assembly bin-picking hammer"
+  e50=(--episodes 50 --out build/eval50 --rollouts "")
+  "$0" "${e50[@]}" --tasks "$all" --levels 0 --steps 20 --policies "energyflow diffusion" --faults ""
+  "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
+    --faults "push object" --fault-tasks "button-press drawer-open"
+  "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels 0 --steps 10 --policies energyflow --faults ""
+  exec "$0" "${e50[@]}" --tasks button-press --levels 0 --steps 20 --policies image --faults "" \
+    --image-faults occlusion --fault-tasks button-press "$@"
+fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) episodes=2; tasks="button-press"; levels="0"; ks="20"; maxsteps=40; faults="object"
-             fault_tasks="button-press"; fault_step=10; out=build/eval-quick; policies="energyflow diffusion"
+             fault_tasks="button-press"; fault_step=10; out=build/eval-quick; policies="energyflow diffusion image"
              rollouts=""; shift ;;
     --episodes) episodes=$2; shift 2 ;;
     --tasks) tasks=$2; shift 2 ;;
@@ -61,6 +81,7 @@ while [ $# -gt 0 ]; do
     --policies) policies=$2; shift 2 ;;
     --rollouts) rollouts=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
+    --image-faults) image_faults=$2; shift 2 ;;
     --fault-tasks) fault_tasks=$2; shift 2 ;;
     --max-steps) maxsteps=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
@@ -115,6 +136,8 @@ for task in $tasks; do
     case "$policy" in
       energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
       diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+      image) bundle=bundles/metaworld-$task-image; pks=$ks
+             [ -f "$bundle/manifest.json" ] || { echo "skip   image $task: no bundle $bundle (POLICY=image scripts/train-defaults.sh $task)" >&2; continue; } ;;
       lerobot) lerobot "$task"; continue ;;
       *) echo "evaluate.sh: unknown policy $policy" >&2; exit 2 ;;
     esac
@@ -127,10 +150,20 @@ for task in $tasks; do
   done
   case " $fault_tasks " in *" $task "*)
     k=${ks%% *}
-    for fault in $faults; do
-      run "energyflow_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
-        --steps "$k" --fault "$fault" --fault-step "$fault_step"
-    done ;;
+    case " $policies " in *" energyflow "*)
+      for fault in $faults; do
+        run "energyflow_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
+          --steps "$k" --fault "$fault" --fault-step "$fault_step"
+      done ;;
+    esac
+    case " $policies " in *" image "*)
+      if [ -f "bundles/metaworld-$task-image/manifest.json" ]; then
+        for fault in $image_faults; do
+          run "image_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task-image" --level 0 \
+            --steps "$k" --fault "$fault" --fault-step "$fault_step"
+        done
+      fi ;;
+    esac ;;
   esac
 done
 
@@ -155,6 +188,7 @@ for policy in $policies; do
   case "$policy" in
     energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
     diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
+    image) bundle=bundles/metaworld-$task-image; pks=$ks ;;
     *) continue ;;
   esac
   [ -f "$bundle/manifest.json" ] || continue
