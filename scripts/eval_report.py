@@ -320,8 +320,8 @@ def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
 
 def latency_table(d: Path) -> str:
     """energyflow bench results (latency_<policy>_<task>_K<k>.json) and LeRobot's own timing."""
-    rows = ["| policy | bundle | steps | p50 ms | p90 ms | p99 ms | CPU ms per sample | allocations per sample |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| policy | bundle | steps | p50 ms | p90 ms | p99 ms | CPU ms per sample | allocations per sample | "
+            "vision p50 ms per frame |", "|---|---|---|---|---|---|---|---|---|"]
     for p in sorted(d.glob("latency_*.json")):
         try:
             b = json.loads(p.read_text())
@@ -330,13 +330,19 @@ def latency_table(d: Path) -> str:
         pol = p.stem.split("_")[1]
         rows.append(f"| {POLICY_NAMES.get(pol, pol)} | {Path(b['bundle']).name} | {b['steps']} | {b['p50_ms']:.1f} | "
                     f"{b['p90_ms']:.1f} | {b['p99_ms']:.1f} | {b.get('cpu_ms_per_sample', float('nan')):.1f} | "
-                    f"{b.get('allocs_per_sample', '')} |")
+                    f"{b.get('allocs_per_sample', '')} | {_vision_ms(b)} |")
     for p in sorted(d.glob("lerobot_*.json")):
         s = json.loads(p.read_text())
         if s.get("inference_p50_ms") is not None and s.get("level") == "0":
             rows.append(f"| {POLICY_NAMES['lerobot']} (torch, its select_action) | {s['task']} | 20 | "
-                        f"{s['inference_p50_ms']:.1f} | {s['inference_p90_ms']:.1f} | | | |")
+                        f"{s['inference_p50_ms']:.1f} | {s['inference_p90_ms']:.1f} | | | | |")
     return "\n".join(rows) if len(rows) > 2 else "(no latency runs)"
+
+
+def _vision_ms(bench: dict) -> str:
+    """The vision graph's p50 per camera frame (image bundles), else a dash."""
+    v = bench.get("vision") or []
+    return ", ".join(f"{x['p50_ms']:.2f}" for x in v) or "–"
 
 
 def rollout_table(d: Path) -> str:
