@@ -435,6 +435,10 @@ class Bridge:
             await self._route(method, url.path, parse_qs(url.query), body, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError):
             pass
+        except asyncio.CancelledError:
+            # shutdown with a client still attached (the MJPEG stream): end the
+            # handler normally, or asyncio logs the cancelled task as an error
+            pass
         except Exception as exc:  # noqa: BLE001
             log.exception("http handler")
             try:
