@@ -66,7 +66,7 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
     --faults "push object" --fault-tasks "button-press drawer-open"
   "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels 0 --steps 10 --policies energyflow --faults ""
-  exec "$0" "${e50[@]}" --tasks button-press --levels 0 --steps 20 --policies image --faults "" \
+  exec "$0" "${e50[@]}" --tasks button-press --levels "0 S" --steps 20 --policies image --faults "" \
     --image-faults occlusion --fault-tasks button-press "$@"
 fi
 while [ $# -gt 0 ]; do
