@@ -9,7 +9,7 @@
 #                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
 #                       [--rollouts "10 20 50"]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
-#   scripts/evaluate.sh --preset cpu50
+#   scripts/evaluate.sh --preset cpu50 [--publish]
 #
 # --preset cpu10 is the grid docs/evaluation.md reports (10 episodes per cell,
 # what a 2-core machine runs in about an hour): every task at level 0 with
@@ -39,7 +39,8 @@
 # Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>].{json,jsonl,log} and
 # <out>/report.md (+ report.json, img/*.png) via scripts/eval_report.py.
 # --publish copies the report to docs/evaluation-results.md and the plots to
-# docs/img/. --quick checks the pipeline, not the numbers: 2 short episodes
+# docs/img/ (from --out build/eval50: docs/evaluation-results-50.md and
+# docs/img/eval50/). --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -200,8 +201,12 @@ done
 .venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
 echo "report: $out/report.md"
 if [ "$publish" = 1 ]; then
-  mkdir -p docs/img
-  cp "$out"/img/*.png docs/img/
-  sed "s#$out/img/#img/#g" "$out/report.md" > docs/evaluation-results.md
-  echo "published: docs/evaluation-results.md, docs/img/"
+  # build/eval → docs/evaluation-results.md + docs/img/;
+  # build/eval50 → docs/evaluation-results-50.md + docs/img/eval50/
+  name=${out##*/}; suffix=${name#eval}; img=img
+  [ -n "$suffix" ] && { suffix=-$suffix; img=img/$name; }
+  mkdir -p "docs/$img"
+  cp "$out"/img/*.png "docs/$img/"
+  sed "s#$out/img/#$img/#g" "$out/report.md" > "docs/evaluation-results$suffix.md"
+  echo "published: docs/evaluation-results$suffix.md, docs/$img/"
 fi
