@@ -198,6 +198,16 @@ for policy in $policies; do
   done
 done
 
+# What the monitored energy is made of (docs/evaluation.md, "What the energy
+# measures here"): prior term vs scaled residual, on held-out demo windows.
+if [ "$episodes" -gt 2 ]; then
+  for task in $fault_tasks; do
+    f=$out/anatomy_$task.json
+    [ -f "$f" ] || [ ! -f "build/demos/$task.hdf5" ] || [ ! -f "bundles/metaworld-$task/manifest.json" ] ||
+      .venv/bin/python training/scripts/energy_anatomy.py "bundles/metaworld-$task" "build/demos/$task.hdf5" > "$f"
+  done
+fi
+
 .venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
 echo "report: $out/report.md"
 if [ "$publish" = 1 ]; then
