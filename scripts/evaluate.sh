@@ -20,7 +20,8 @@
 # (build/eval50; what fitted in the sessions so far, about 10 min per cell
 # on 2 cores): level 0 at K = 20 for every task and policy, ButtonPress and
 # DrawerOpen at S/M/L and under both faults, K = 10 at level 0 on those two,
-# and the image policy on ButtonPress.
+# LeRobot on ButtonPress at 0/S/M/L, and the image policy on ButtonPress
+# (levels 0 and S, occlusion).
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
@@ -67,6 +68,7 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
     --faults "push object" --fault-tasks "button-press drawer-open"
   "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels 0 --steps 10 --policies energyflow --faults ""
+  "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --policies lerobot --faults ""
   exec "$0" "${e50[@]}" --tasks button-press --levels "0 S" --steps 20 --policies image --faults "" \
     --image-faults occlusion --fault-tasks button-press "$@"
 fi
