@@ -51,7 +51,9 @@ policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push
 image_faults="occlusion"
 maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
 if [ "${1:-}" = --preset ]; then
-  [ "${2:-}" = cpu10 ] || { echo "evaluate.sh: unknown preset ${2:-}" >&2; exit 2; }
+  case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
+fi
+if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu10 ]; then
   shift 2
   all="button-press drawer-open assembly bin-picking hammer"
   "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts ""
