@@ -17,11 +17,12 @@
 # at S/M/L and under both faults; LeRobot and the direct rollouts on
 # button-press. Cells already in the output directory are kept.
 # --preset cpu50 is the 50-episode grid of docs/evaluation-results-50.md
-# (build/eval50; what fitted in the sessions so far, about 10 min per cell
-# on 2 cores): level 0 at K = 20 for every task and policy, ButtonPress and
-# DrawerOpen at S/M/L and under both faults, K = 10 at level 0 on those two,
-# LeRobot on ButtonPress at 0/S/M/L, and the image policy on ButtonPress
-# (levels 0 and S, occlusion).
+# (build/eval50; about 10 min per cell on 2 cores, two cells at a time): every
+# task at levels 0/S/M/L with EnergyFlow (K = 20, 10) and Diffusion Policy, the
+# push and object faults on every task, the image policy on ButtonPress (levels
+# 0/S/M/L, occlusion), LeRobot at level 0 on every task and at S/M/L on
+# ButtonPress and DrawerOpen. Cells already in build/eval50 are kept, so an
+# interrupted run resumes where it stopped.
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
@@ -66,13 +67,12 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   shift 2
   all="button-press drawer-open assembly bin-picking hammer"
   e50=(--episodes 50 --out build/eval50 --rollouts "")
-  "$0" "${e50[@]}" --tasks "$all" --levels 0 --steps 20 --policies "energyflow diffusion" --faults ""
-  "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
-    --faults "push object" --fault-tasks "button-press drawer-open"
-  "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels 0 --steps 10 --policies energyflow --faults ""
-  "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --policies lerobot --faults ""
-  exec "$0" "${e50[@]}" --tasks button-press --levels "0 S" --steps 20 --policies image --faults "" \
-    --image-faults occlusion --fault-tasks button-press "$@"
+  "$0" "${e50[@]}" --tasks "$all" --levels "0 S M L" --steps "20 10" --policies "energyflow diffusion" \
+    --faults "push object" --fault-tasks "$all"
+  "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --steps 20 --policies image --faults "" \
+    --image-faults occlusion --fault-tasks button-press
+  "$0" "${e50[@]}" --tasks "$all" --levels 0 --policies lerobot --faults ""
+  exec "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "0 S M L" --policies lerobot --faults "" "$@"
 fi
 while [ $# -gt 0 ]; do
   case "$1" in
