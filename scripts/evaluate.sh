@@ -17,7 +17,8 @@
 # at S/M/L and under both faults; LeRobot and the direct rollouts on
 # button-press. Cells already in the output directory are kept.
 # --preset cpu50 is the 50-episode grid of docs/evaluation-results-50.md
-# (build/eval50; about 10 min per cell on 2 cores, two cells at a time): every
+# (build/eval50; about 10 min per cell on 2 cores; the published cells ran as
+# two evaluate.sh processes with different --tasks sharing --out): every
 # task at levels 0/S/M/L with EnergyFlow (K = 20, 10) and Diffusion Policy, the
 # push and object faults on every task, the image policy on ButtonPress (levels
 # 0/S/M/L, occlusion), LeRobot at level 0 on every task and at S/M/L on
