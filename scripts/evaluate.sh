@@ -7,7 +7,7 @@
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
 #                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
-#                       [--rollouts "10 20 50"]
+#                       [--rollouts "10 20 50"] [--no-bench]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
 #   scripts/evaluate.sh --preset cpu50 [--publish]
 #
@@ -43,7 +43,10 @@
 # <out>/report.md (+ report.json, img/*.png) via scripts/eval_report.py.
 # --publish copies the report to docs/evaluation-results.md and the plots to
 # docs/img/ (from --out build/eval50: docs/evaluation-results-50.md and
-# docs/img/eval50/). --quick checks the pipeline, not the numbers: 2 short episodes
+# docs/img/eval50/). --no-bench skips the latency benches and keeps the
+# latency files already in --out: pass it to evaluate.sh processes that run
+# beside each other, whose benches would be taken on a loaded machine.
+# --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +54,7 @@ cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
-maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30
+maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; bench=1
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -94,6 +97,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --publish) publish=1; shift ;;
+    --no-bench) bench=0; shift ;;
     *) echo "evaluate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -203,6 +207,7 @@ for policy in $policies; do
   esac
   [ -f "$bundle/manifest.json" ] || continue
   for k in $pks; do
+    [ "$bench" = 1 ] || continue
     ./bin/energyflow bench --bundle "$bundle" --steps "$k" --n "$bench_n" --json > "$out/latency_${policy}_${task}_K${k}.json" 2>/dev/null
   done
 done
