@@ -20,7 +20,9 @@ Definitions (written out in the report too):
   first RUNNING tick for S/M/L; fault onset = first RUNNING tick + fault step,
   one environment step per command);
 * reward: an episode's mean centered reward -(E - mean_m E(ref_m)) and mean
-  raw -E; AUROC of ranking successes above failures.
+  raw -E; AUROC of ranking successes above failures, pooled over a policy's
+  cells and within each cell; within a cell also on the first MATCHED_WINDOW
+  ticks only, since a failure runs to the step limit and a success ends early.
 """
 from __future__ import annotations
 
@@ -55,6 +57,10 @@ def _key(policy: str, key: str) -> str:
     return key if policy == "energyflow" else f"{policy} {key}"
 NAME = re.compile(r"^(?P<policy>[a-z]+)_(?P<task>[a-z-]+)_(?P<level>[0SML])_K(?P<k>\d+)(?:_(?P<fault>[a-z]+))?$")
 RULE_N, RULE_M = 3, 5
+#: ticks of the matched window (3 s at 20 Hz): episodes are also scored on their
+#: first MATCHED_WINDOW RUNNING ticks (from a fault's onset for faults), before
+#: the earliest success ends one, so both sides cover the same phase of the task
+MATCHED_WINDOW = 60
 
 
 @dataclass
@@ -132,9 +138,16 @@ def load(d: Path) -> List[Cell]:
     return cells
 
 
-def episode_score(ep: Episode, which: int, after: Optional[int] = None, agg=max) -> Optional[float]:
-    """Aggregate (max by default) of score ``which`` (0 energy, 1 centered) over RUNNING ticks from ``after``."""
+def episode_score(ep: Episode, which: int, after: Optional[int] = None, agg=max,
+                  window: Optional[int] = None) -> Optional[float]:
+    """Aggregate (max by default) of score ``which`` (0 energy, 1 centered) over
+    RUNNING ticks from ``after``; with ``window``, over the first ``window`` of
+    them only, and None when fewer than half of the window exist."""
     vals = [v for t, *sc in ep.running() for v in [sc[which]] if v is not None and (after is None or t >= after)]
+    if window is not None:
+        vals = vals[:window]
+        if len(vals) < window // 2:
+            return None
     return float(agg(vals)) if vals else None
 
 
@@ -189,11 +202,11 @@ def threshold_of(cells: List[Cell], task: str, policy: str = "energyflow") -> Op
 
 def safety_tables(cells: List[Cell], rate: float) -> Tuple[str, dict]:
     rows = ["| policy | task | K | positives | n neg / pos | AUROC energy (max) | AUROC centered (max) | AUROC energy (mean) | "
-            "AUROC centered (mean) | detected (3 of 5 > thr) | median delay (ticks) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"AUROC centered (mean) | AUROC energy (mean, first {MATCHED_WINDOW} ticks) | detected (3 of 5 > thr) | median delay (ticks) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fth = ["| policy | task | K | level-0 episodes | RUNNING ticks | hours at the run rate | energy stops | threshold exceedances (ticks) | false trips per hour (rule replay) |",
            "|---|---|---|---|---|---|---|---|---|"]
-    head: dict = {"auroc": {}, "false_trips_per_hour": {}}
+    head: dict = {"auroc": {}, "auroc_window_mean": {}, "false_trips_per_hour": {}}
     for pol in ENERGY_POLICIES:
         _safety_rows(cells, pol, rate, rows, fth, head)
     return "\n".join(rows) + "\n\n" + "\n".join(fth), head
@@ -240,12 +253,20 @@ def _safety_rows(cells: List[Cell], pol: str, rate: float, rows: List[str], fth:
                         ns = [s for e in neg for s in [episode_score(e, which, _first(e) + fstep, agg)] if s is not None]
                         ps = [s for e, on in pos for s in [episode_score(e, which, on, agg)] if s is not None]
                         res.append((auroc(ns, ps), len(ns), len(ps)))
+                # episode means compare phases of the task when one side runs
+                # longer (failures run to the step limit): the same number of
+                # ticks from the same start on both sides compares like with like
+                nw = [s for e in neg for s in [episode_score(e, 0, _first(e) + fstep, np.mean, MATCHED_WINDOW)]
+                      if s is not None]
+                pw = [s for e, on in pos for s in [episode_score(e, 0, on, np.mean, MATCHED_WINDOW)] if s is not None]
+                aw = auroc(nw, pw)
                 delays = [detect_delay(e, thr, on) for e, on in pos] if thr is not None else []
                 det = [d for d in delays if d is not None]
                 med = f"{np.median(det):.0f}" if det else "–"
                 head["auroc"][_key(pol, f"{task} K={k} {label}")] = res[0][0]
+                head["auroc_window_mean"][_key(pol, f"{task} K={k} {label}")] = aw
                 rows.append(f"| {name} | {task} | {k} | {label} | {res[0][1]} / {res[0][2]} | {res[0][0]:.2f} | {res[1][0]:.2f} | "
-                            f"{res[2][0]:.2f} | {res[3][0]:.2f} | {len(det)}/{len(pos)} | {med} |")
+                            f"{res[2][0]:.2f} | {res[3][0]:.2f} | {aw:.2f} | {len(det)}/{len(pos)} | {med} |")
 
 
 def calibration_of(task: str, cells: List[Cell], policy: str = "energyflow") -> dict:
@@ -315,6 +336,45 @@ def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
         a2 = auroc([v[2] for v in f], [v[2] for v in s])
         head[_key(pol, task)] = a1
         rows.append(f"| {name} | {task} | {len(s)} / {len(f)} | {a1:.2f} | {a2:.2f} |")
+    return "\n".join(rows), head
+
+
+def _mean_reward(ep: Episode, window: Optional[int] = None) -> Optional[float]:
+    """Mean centered reward -(E - E_ref) over the episode's RUNNING ticks (the
+    first `window` of them when given); None with no scored tick, or when a
+    window is asked for and the episode has fewer than half of it."""
+    r = [-c for _, e, c in ep.running() if e is not None and c is not None]
+    if window is not None:
+        r = r[:window]
+        if len(r) < window // 2:
+            return None
+    return float(np.mean(r)) if r else None
+
+
+def reward_cell_table(cells: List[Cell], window: int = MATCHED_WINDOW) -> Tuple[str, dict]:
+    """Reward AUROC (successes over failures) within each cell, on the whole
+    episode and on the first `window` ticks. A failure runs to the step limit
+    and a success ends early, so the whole-episode mean also compares phases
+    of the task; the matched window compares like with like."""
+    rows = [f"| policy | task | level | K | success / failure | AUROC, whole episode | AUROC, first {window} ticks |",
+            "|---|---|---|---|---|---|---|"]
+    head = {}
+    for c in sorted(cells, key=lambda c: (ENERGY_POLICIES.index(c.policy) if c.policy in ENERGY_POLICIES else 99,
+                                          TASKS.index(c.task) if c.task in TASKS else 99, c.k, LEVELS.index(c.level))):
+        if c.policy not in ENERGY_POLICIES or c.fault:
+            continue
+        whole = [(e.success, _mean_reward(e)) for e in c.episodes]
+        win = [(e.success, _mean_reward(e, window)) for e in c.episodes]
+        whole = [(s, v) for s, v in whole if v is not None]
+        win = [(s, v) for s, v in win if v is not None]
+        ns, nf = sum(s for s, _ in whole), sum(not s for s, _ in whole)
+        if not ns or not nf:
+            continue
+        a1 = auroc([v for s, v in whole if not s], [v for s, v in whole if s])
+        a2 = auroc([v for s, v in win if not s], [v for s, v in win if s])
+        head[_key(c.policy, f"{c.task} K={c.k} level {c.level}")] = {"whole": a1, "window": a2}
+        rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | {ns} / {nf} | "
+                    f"{a1:.2f} | {a2:.2f} |")
     return "\n".join(rows), head
 
 
@@ -456,6 +516,7 @@ def main() -> None:
         raise SystemExit(f"eval_report: no runs in {a.dir} (scripts/evaluate.sh writes them)")
     st, sh = safety_tables(cells, a.rate)
     rt, rh = reward_table(cells)
+    rc, rch = reward_cell_table(cells)
     sw, swh = threshold_sweep(cells, a.rate)
     figs = plots(cells, Path(a.img))
     md = "\n\n".join([
@@ -465,12 +526,13 @@ def main() -> None:
         "## Safety monitor (energy of the committed chunk)", st,
         "### Threshold sweep (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,
+        f"### Within each cell, whole episode and the first {MATCHED_WINDOW} ticks", rc,
         "## Inference latency (RQ6, this machine)", latency_table(Path(a.dir)),
         "Plots: " + ", ".join(figs),
     ]) + "\n"
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(md)
-    Path(a.out).with_suffix(".json").write_text(json.dumps({"safety": sh, "sweep": swh, "reward_auroc": rh}, indent=2))
+    Path(a.out).with_suffix(".json").write_text(json.dumps({"safety": sh, "sweep": swh, "reward_auroc": rh, "reward_auroc_cell": rch}, indent=2))
     print(md)
 
 

@@ -87,3 +87,44 @@ def test_the_deciding_stopped_tick_counts():
                                               enumerate(zip(states, [1, 9, 9, 1, 9, 9]))])
     assert [t for t, _, _ in ep.running()] == [0, 1, 2, 3, 4]
     assert er.detect_delay(ep, 5.0, 0) == 4
+
+
+def test_reward_within_a_cell_on_a_matched_window(tmp_path):
+    # The success ends at tick 30; the failure runs to 100 and its late ticks
+    # have a high reward. The whole-episode means rank the failure higher; on
+    # the first 20 ticks the success is higher, as it is tick for tick.
+    def ticks(ep, n, early, late):
+        return [{"episode": ep, "tick": t, "state": "RUNNING", "energy": 0.0,
+                 "centered_energy": -(early if t < 30 else late)} for t in range(n)]
+    _write(tmp_path, "energyflow_button-press_0_K20",
+           [{"success": True, "steps": 30}, {"success": False, "steps": 100}],
+           ticks(0, 30, 2.0, 2.0) + ticks(1, 100, 1.0, 5.0))
+    cells = er.load(tmp_path)
+    table, head = er.reward_cell_table(cells, window=20)
+    got = head["button-press K=20 level 0"]
+    assert got == {"whole": 0.0, "window": 1.0}
+    assert "first 20 ticks" in table
+
+
+def test_reward_window_needs_half_the_window():
+    short = er.Episode(True, 5, "", 0, [(t, "RUNNING", 0.0, -1.0) for t in range(5)])
+    assert er._mean_reward(short) == 1.0
+    assert er._mean_reward(short, window=20) is None
+    assert er._mean_reward(short, window=10) == 1.0
+
+
+def test_safety_auroc_on_a_matched_window(tmp_path):
+    # The shifted episode has the higher energy tick for tick, but it fails and
+    # runs on into a low-energy phase the short successful episode never
+    # reaches: its whole-episode mean is lower, its first-60-tick mean higher.
+    def ticks(n, early, late):
+        return [{"episode": 0, "tick": t, "state": "RUNNING", "energy": early if t < 60 else late,
+                 "centered_energy": 0.0} for t in range(n)]
+    _write(tmp_path, "energyflow_button-press_0_K20", [{"success": True, "steps": 40}], ticks(40, 1.0, 1.0))
+    _write(tmp_path, "energyflow_button-press_L_K20", [{"success": False, "steps": 100}], ticks(100, 2.0, -10.0))
+    table, head = er.safety_tables(er.load(tmp_path), rate=20.0)
+    assert head["auroc"]["button-press K=20 level L"] == 1.0              # max: 2 > 1
+    assert head["auroc_window_mean"]["button-press K=20 level L"] == 1.0
+    assert "first 60 ticks" in table
+    row = next(r for r in table.splitlines() if "level L" in r).split("|")
+    assert row[8].strip() == "0.00"   # whole-episode mean energy: -2.8 < 1
