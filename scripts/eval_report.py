@@ -49,13 +49,21 @@ POLICY_NAMES = {"energyflow": "EnergyFlow", "diffusion": "Diffusion Policy (ours
 #: policies with an energy, whose monitor the safety and reward tables evaluate
 ENERGY_POLICIES = ["energyflow", "image"]
 #: fault kinds in the order the tables list them
-FAULTS = ["push", "object", "occlusion"]
+FAULTS = ["push", "object", "occlusion", "occlusion-at0"]
+
+
+def fault_label(fault: str) -> str:
+    """A cell's fault as the tables name it: "occlusion-at0" (evaluate.sh
+    --fault-step 0) reads "occlusion from step 0"; the default step's cells
+    keep the bare name."""
+    kind, _, step = fault.partition("-at")
+    return f"{kind} from step {step}" if step else kind
 
 
 def _key(policy: str, key: str) -> str:
     """A report.json key: EnergyFlow's keys as they were, other policies prefixed."""
     return key if policy == "energyflow" else f"{policy} {key}"
-NAME = re.compile(r"^(?P<policy>[a-z]+)_(?P<task>[a-z-]+)_(?P<level>[0SML])_K(?P<k>\d+)(?:_(?P<fault>[a-z]+))?$")
+NAME = re.compile(r"^(?P<policy>[a-z]+)_(?P<task>[a-z-]+)_(?P<level>[0SML])_K(?P<k>\d+)(?:_(?P<fault>[a-z]+(?:-at\d+)?))?$")
 RULE_N, RULE_M = 3, 5
 #: ticks of the matched window (3 s at 20 Hz): episodes are also scored on their
 #: first MATCHED_WINDOW RUNNING ticks (from a fault's onset for faults), before
@@ -236,7 +244,7 @@ def _safety_rows(cells: List[Cell], pol: str, rate: float, rows: List[str], fth:
             for c in ef:
                 if c.task != task or c.k != k or (c.level == "0" and not c.fault):
                     continue
-                label = f"fault {c.fault}" if c.fault else f"level {c.level}"
+                label = f"fault {fault_label(c.fault)}" if c.fault else f"level {c.level}"
                 for e in c.episodes:
                     on = e.onset() if c.fault else (e.running()[0][0] if e.running() else None)
                     if on is not None:
@@ -247,7 +255,7 @@ def _safety_rows(cells: List[Cell], pol: str, rate: float, rows: List[str], fth:
                 # negatives over the same window as the positives: from the fault's
                 # step (faults) or the whole episode (levels)
                 fstep = next((c.episodes[0].fault_step for c in ef if c.task == task and c.k == k and
-                              label == f"fault {c.fault}" and c.episodes), 0)
+                              label == f"fault {fault_label(c.fault)}" and c.episodes), 0)
                 for agg in (max, np.mean):
                     for which in (0, 1):
                         ns = [s for e in neg for s in [episode_score(e, which, _first(e) + fstep, agg)] if s is not None]
@@ -284,7 +292,7 @@ def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
     held-out calibration quantiles of the energy): false trips per hour at
     level 0 against the share of OOD / fault episodes detected."""
     rows = ["| policy | task | threshold (energy) | level-0 episodes tripped | false trips per hour | "
-            "detected: S / M / L / " + " / ".join(FAULTS) + " |", "|---|---|---|---|---|---|"]
+            "detected: S / M / L / " + " / ".join(map(fault_label, FAULTS)) + " |", "|---|---|---|---|---|---|"]
     head = {}
     for pol, task in ((p, t) for p in ENERGY_POLICIES for t in TASKS):
         ef = [c for c in cells if c.policy == pol and c.task == task and c.k == 20]
@@ -482,7 +490,7 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
         groups = {}
         for c in cells:
             if c.policy == "energyflow" and c.task == task:
-                label = f"fault {c.fault}" if c.fault else c.level
+                label = f"fault {fault_label(c.fault)}" if c.fault else c.level
                 groups.setdefault(label, []).extend(
                     s for e in c.episodes for s in [episode_score(e, 0, e.onset() if c.fault else None)] if s is not None)
         if len(groups) < 2:

@@ -6,7 +6,7 @@
 #   scripts/evaluate.sh [--quick] [--episodes N] [--tasks "t1 t2"] [--levels "0 S M L"]
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
-#                       [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
+#                       [--fault-step N] [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
 #                       [--rollouts "10 20 50"] [--no-bench]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
 #   scripts/evaluate.sh --preset cpu50 [--publish]
@@ -21,9 +21,9 @@
 # two evaluate.sh processes with different --tasks sharing --out): every
 # task at levels 0/S/M/L with EnergyFlow (K = 20, 10) and Diffusion Policy, the
 # push and object faults on every task, the image policy on ButtonPress (levels
-# 0/S/M/L, occlusion), LeRobot at level 0 on every task and at S/M/L on
-# ButtonPress and DrawerOpen. Cells already in build/eval50 are kept, so an
-# interrupted run resumes where it stopped.
+# 0/S/M/L, occlusion at step 30 and from step 0), LeRobot at level 0 on every
+# task and at S/M/L on ButtonPress and DrawerOpen. Cells already in
+# build/eval50 are kept, so an interrupted run resumes where it stopped.
 #
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
@@ -33,13 +33,14 @@
 # build/lerobot/<task>) and evaluates LeRobot's Diffusion Policy with its own
 # code in build/lerobot-venv (training/scripts/lerobot_baseline.py; skipped
 # with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
-# at level 0 with the first K, injected at environment step 30. Rollouts:
+# at level 0 with the first K, injected at environment step 30; --fault-step N
+# injects them at step N instead and names those cells <fault>-at<N>. Rollouts:
 # the first task's bundles through the reference samplers straight on
 # Meta-World, no runtime (training/scripts/rollout.py), EnergyFlow at each
 # K of --rollouts and Diffusion Policy at 20.
 # Every cell uses the same episode seeds (--seed, --seed+1, ...).
 #
-# Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>].{json,jsonl,log} and
+# Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>[-at<N>]].{json,jsonl,log} and
 # <out>/report.md (+ report.json, img/*.png) via scripts/eval_report.py.
 # --publish copies the report to docs/evaluation-results.md and the plots to
 # docs/img/ (from --out build/eval50: docs/evaluation-results-50.md and
@@ -54,7 +55,7 @@ cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
-maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; bench=1
+maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -75,6 +76,8 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
     --faults "push object" --fault-tasks "$all"
   "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --steps 20 --policies image --faults "" \
     --image-faults occlusion --fault-tasks button-press
+  "$0" "${e50[@]}" --tasks button-press --levels 0 --steps 20 --policies image --faults "" \
+    --image-faults occlusion --fault-tasks button-press --fault-step 0
   "$0" "${e50[@]}" --tasks "$all" --levels 0 --policies lerobot --faults ""
   exec "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "0 S M L" --policies lerobot --faults "" "$@"
 fi
@@ -92,6 +95,7 @@ while [ $# -gt 0 ]; do
     --faults) faults=$2; shift 2 ;;
     --image-faults) image_faults=$2; shift 2 ;;
     --fault-tasks) fault_tasks=$2; shift 2 ;;
+    --fault-step) fault_step=$2; fault_tag="-at$2"; shift 2 ;;
     --max-steps) maxsteps=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
@@ -163,17 +167,17 @@ for task in $tasks; do
     case " $policies " in *" energyflow "*)
       for fault in $faults; do
         if [ "$task" = hammer ] && [ "$fault" = object ]; then
-          echo "skip   energyflow_${task}_0_K${k}_object: hammer's second object slot holds the nail (docs/sim.md)" >&2
+          echo "skip   energyflow_${task}_0_K${k}_object${fault_tag}: hammer's second object slot holds the nail (docs/sim.md)" >&2
           continue
         fi
-        run "energyflow_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
+        run "energyflow_${task}_0_K${k}_${fault}${fault_tag}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
           --steps "$k" --fault "$fault" --fault-step "$fault_step"
       done ;;
     esac
     case " $policies " in *" image "*)
       if [ -f "bundles/metaworld-$task-image/manifest.json" ]; then
         for fault in $image_faults; do
-          run "image_${task}_0_K${k}_${fault}" --task "$task" --bundle "bundles/metaworld-$task-image" --level 0 \
+          run "image_${task}_0_K${k}_${fault}${fault_tag}" --task "$task" --bundle "bundles/metaworld-$task-image" --level 0 \
             --steps "$k" --fault "$fault" --fault-step "$fault_step"
         done
       fi ;;

@@ -128,3 +128,25 @@ def test_safety_auroc_on_a_matched_window(tmp_path):
     assert "first 60 ticks" in table
     row = next(r for r in table.splitlines() if "level L" in r).split("|")
     assert row[8].strip() == "0.00"   # whole-episode mean energy: -2.8 < 1
+
+
+def test_a_fault_at_another_step_is_its_own_group(tmp_path):
+    def ticks(energy):
+        return [{"episode": 0, "tick": t, "state": "RUNNING", "energy": energy, "centered_energy": 0.0}
+                for t in range(40)]
+    _write(tmp_path, "image_button-press_0_K20", [{"success": True, "steps": 40}], ticks(1.0))
+    _write(tmp_path, "image_button-press_0_K20_occlusion", [{"success": True, "steps": 40, "fault_step": 30}],
+           ticks(1.0))
+    _write(tmp_path, "image_button-press_0_K20_occlusion-at0", [{"success": False, "steps": 40, "fault_step": 0}],
+           ticks(5.0))
+    cells = er.load(tmp_path)
+    assert sorted(c.fault for c in cells) == ["", "occlusion", "occlusion-at0"]
+    table, head = er.safety_tables(cells, rate=20.0)
+    assert head["auroc"]["image button-press K=20 fault occlusion from step 0"] == 1.0
+    assert head["auroc"]["image button-press K=20 fault occlusion"] == 0.5
+
+
+@pytest.mark.parametrize("fault,want", [("push", "push"), ("occlusion-at0", "occlusion from step 0"),
+                                        ("object-at12", "object from step 12")])
+def test_fault_label(fault, want):
+    assert er.fault_label(fault) == want
