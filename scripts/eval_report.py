@@ -22,7 +22,10 @@ Definitions (written out in the report too):
 * reward: an episode's mean centered reward -(E - mean_m E(ref_m)) and mean
   raw -E; AUROC of ranking successes above failures, pooled over a policy's
   cells and within each cell; within a cell also on the first MATCHED_WINDOW
-  ticks only, since a failure runs to the step limit and a success ends early.
+  ticks only, since a failure runs to the step limit and a success ends early;
+* success by where the scene is: level-0 episodes split at the median
+  distance of the scene's randomized positions (sim.positions) from their mean;
+* what a fault changed: each fault cell against level 0 without it, seed by seed.
 """
 from __future__ import annotations
 
@@ -78,6 +81,7 @@ class Episode:
     stop: str
     fault_step: int
     ticks: List[Tuple[int, str, Optional[float], Optional[float]]] = field(default_factory=list)
+    seed: Optional[int] = None
 
     def running(self) -> List[Tuple[int, Optional[float], Optional[float]]]:
         """RUNNING ticks, plus the tick that ended a RUNNING stretch: the gate's
@@ -133,8 +137,8 @@ def load(d: Path) -> List[Cell]:
         if not m:
             continue
         s = json.loads(js.read_text())
-        eps = [Episode(bool(r["success"]), int(r["steps"]), r.get("stop_kind", ""), int(r.get("fault_step", 0)))
-               for r in s.get("results", [])]
+        eps = [Episode(bool(r["success"]), int(r["steps"]), r.get("stop_kind", ""), int(r.get("fault_step", 0)),
+                       seed=r.get("seed")) for r in s.get("results", [])]
         jl = js.with_suffix(".jsonl")
         if jl.exists():
             for line in jl.read_text().splitlines():
@@ -386,6 +390,56 @@ def reward_cell_table(cells: List[Cell], window: int = MATCHED_WINDOW) -> Tuple[
     return "\n".join(rows), head
 
 
+def position_table(cells: List[Cell], d: Path) -> str:
+    """Success on the nearer and the farther half of the scenes, by the
+    distance of the scene's randomized positions (sim.positions,
+    positions_<task>_<level>.json: object and/or goal, in metres) from their
+    mean over the seeds. A policy that reads the object's position
+    succeeds on both halves; one that replays an average motion only on the
+    nearer one. Cells without a single success are left out."""
+    rows = ["| policy | task | level | K | success, nearer half | success, farther half | split at |",
+            "|---|---|---|---|---|---|---|"]
+    key = {p: i for i, p in enumerate(["energyflow", "image", "diffusion", "lerobot"])}
+    docs = [json.loads(f.read_text()) for f in d.glob("positions_*.json")]
+    for doc in sorted(docs, key=lambda doc: (TASKS.index(doc["task"]) if doc["task"] in TASKS else 9, doc["level"])):
+        scene = {int(e["seed"]): np.asarray(e["scene"], float) for e in doc["episodes"]}
+        centre = np.mean(list(scene.values()), axis=0)
+        dist = {s: float(np.linalg.norm(v - centre)) for s, v in scene.items()}
+        cut = float(np.median(list(dist.values())))
+        for c in sorted((c for c in cells if c.task == doc["task"] and c.level == doc["level"] and not c.fault),
+                        key=lambda c: (key.get(c.policy, 9), c.k)):
+            eps = [e for e in c.episodes if e.seed in dist]
+            near = [e.success for e in eps if dist[e.seed] <= cut]
+            far = [e.success for e in eps if dist[e.seed] > cut]
+            if not near or not far or not any(near + far):
+                continue
+            rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | "
+                        f"{sum(near)}/{len(near)} | {sum(far)}/{len(far)} | {100 * cut:.1f} cm |")
+    return "\n".join(rows) if len(rows) > 2 else "(no positions with a success: python -m sim.positions)"
+
+
+def fault_outcome_table(cells: List[Cell]) -> str:
+    """Each fault cell against the same policy, task and K at level 0 without
+    the fault, seed by seed: how many episodes the fault changed."""
+    rows = ["| policy | task | K | fault | success with the fault | without | episodes with the same outcome |",
+            "|---|---|---|---|---|---|---|"]
+    for c in cells:
+        if not c.fault:
+            continue
+        base = next((b for b in cells if (b.policy, b.task, b.k, b.level) == (c.policy, c.task, c.k, "0")
+                     and not b.fault), None)
+        if base is None:
+            continue
+        was = {e.seed: e.success for e in base.episodes if e.seed is not None}
+        pairs = [(e.success, was[e.seed]) for e in c.episodes if e.seed in was]
+        if not pairs:
+            continue
+        rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.k} | {fault_label(c.fault)} | "
+                    f"{sum(a for a, _ in pairs)}/{len(pairs)} | {sum(b for _, b in pairs)}/{len(pairs)} | "
+                    f"{sum(a == b for a, b in pairs)}/{len(pairs)} |")
+    return "\n".join(rows) if len(rows) > 2 else "(no fault cells)"
+
+
 def latency_table(d: Path) -> str:
     """energyflow bench results (latency_<policy>_<task>_K<k>.json) and LeRobot's own timing."""
     rows = ["| policy | bundle | steps | p50 ms | p90 ms | p99 ms | CPU ms per sample | allocations per sample | "
@@ -531,7 +585,9 @@ def main() -> None:
         "## Closed-loop success (RQ1, RQ4)", success_table(cells),
         "### The policy alone (reference sampler straight on Meta-World, same seeds, no runtime)",
         rollout_table(Path(a.dir)),
+        "### Success by where the scene is (level 0; distance of the randomized positions from their mean, sim.positions)", position_table(cells, Path(a.dir)),
         "## Safety monitor (energy of the committed chunk)", st,
+        "### What each fault changed (same seeds, with and without it)", fault_outcome_table(cells),
         "### Threshold sweep (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,
         f"### Within each cell, whole episode and the first {MATCHED_WINDOW} ticks", rc,

@@ -226,6 +226,18 @@ if [ "$episodes" -gt 2 ]; then
   done
 fi
 
+# Where each level-0 episode's object started (report: success by position).
+case " $levels " in *" 0 "*)
+  for task in $tasks; do
+    f=$out/positions_${task}_0.json
+    if [ -f "$f" ] && [ "$(.venv/bin/python -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["episodes"]))' "$f")" = "$episodes" ]; then
+      continue
+    fi
+    .venv/bin/python -m sim.positions --task "$task" --level 0 --seed "$seed" --episodes "$episodes" --json "$f" \
+      2> "$out/positions_${task}_0.log" || { echo "evaluate.sh: sim.positions failed, see $out/positions_${task}_0.log" >&2; exit 1; }
+  done ;;
+esac
+
 .venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
 echo "report: $out/report.md"
 if [ "$publish" = 1 ]; then

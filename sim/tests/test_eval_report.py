@@ -150,3 +150,28 @@ def test_a_fault_at_another_step_is_its_own_group(tmp_path):
                                         ("object-at12", "object from step 12")])
 def test_fault_label(fault, want):
     assert er.fault_label(fault) == want
+
+
+def test_success_by_where_the_scene_is(tmp_path):
+    # Seeds 0-4: objects at x = -1, 0, 1, -10, 10 cm (mean 0, median distance 1 cm);
+    # the policy succeeds on the three near the middle. A cell with no success at
+    # all says nothing and is left out.
+    objs = {0: [-0.01, 0.7, 0.1], 1: [0.0, 0.7, 0.1], 2: [0.01, 0.7, 0.1], 3: [-0.1, 0.7, 0.1], 4: [0.1, 0.7, 0.1]}
+    (tmp_path / "positions_button-press_0.json").write_text(json.dumps(
+        {"task": "button-press", "level": "0", "episodes": [{"seed": s, "object": o, "scene": o} for s, o in objs.items()]}))
+    _write(tmp_path, "energyflow_button-press_0_K20",
+           [{"seed": s, "success": s < 3, "steps": 50} for s in objs], [])
+    _write(tmp_path, "diffusion_button-press_0_K20", [{"seed": s, "success": False, "steps": 50} for s in objs], [])
+    table = er.position_table(er.load(tmp_path), tmp_path)
+    rows = [r for r in table.splitlines() if r.startswith("| EnergyFlow")]
+    assert rows == ["| EnergyFlow | button-press | 0 | 20 | 3/3 | 0/2 | 1.0 cm |"]
+    assert "Diffusion" not in table
+
+
+def test_what_a_fault_changed_is_counted_seed_by_seed(tmp_path):
+    _write(tmp_path, "energyflow_button-press_0_K20",
+           [{"seed": s, "success": ok, "steps": 50} for s, ok in [(1, True), (2, True), (3, False)]], [])
+    _write(tmp_path, "energyflow_button-press_0_K20_push",   # seed order differs: matched by seed
+           [{"seed": s, "success": ok, "steps": 50} for s, ok in [(3, True), (2, True), (1, False)]], [])
+    table = er.fault_outcome_table(er.load(tmp_path))
+    assert "| EnergyFlow | button-press | 20 | push | 2/3 | 2/3 | 1/3 |" in table
