@@ -489,8 +489,12 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
     out = []
     # Figure-5 analog: success vs level per task and policy.
     fig, axes = plt.subplots(1, len(TASKS), figsize=(3.2 * len(TASKS), 3), sharey=True)
+    styles = (("energyflow", "o-"), ("image", "D-."), ("diffusion", "s--"), ("lerobot", "^:"))
+    # one colour per policy and K across every panel (the colour cycle restarts per panel)
+    series = [(pol, k) for pol, _ in styles for k in sorted({c.k for c in cells if c.policy == pol})]
+    colour = {s: f"C{i}" for i, s in enumerate(series)}
     for ax, task in zip(axes, TASKS):
-        for pol, mk in (("energyflow", "o-"), ("image", "D-."), ("diffusion", "s--"), ("lerobot", "^:")):
+        for pol, mk in styles:
             for k in sorted({c.k for c in cells if c.policy == pol}):
                 xs, ys = [], []
                 for i, lv in enumerate(LEVELS):
@@ -500,7 +504,7 @@ def plots(cells: List[Cell], img: Path) -> List[str]:
                         xs.append(i)
                         ys.append(100 * sum(e.success for e in c.episodes) / len(c.episodes))
                 if xs:
-                    ax.plot(xs, ys, mk, label=f"{pol} K={k}")
+                    ax.plot(xs, ys, mk, color=colour[(pol, k)], label=f"{pol} K={k}")
         ax.set_xticks(range(4), LEVELS)
         ax.set_title(task)
         ax.set_ylim(-5, 105)
