@@ -363,13 +363,28 @@ def _mean_reward(ep: Episode, window: Optional[int] = None) -> Optional[float]:
     return float(np.mean(r)) if r else None
 
 
+#: RUNNING ticks after which reward_cell_table reports the energy of failed
+#: episodes: beyond the length of a typical success (about 80-100 steps)
+LATE_PHASE = 100
+
+
+def _late_energy(ep: Episode) -> Optional[float]:
+    """Mean energy of an episode's RUNNING ticks after the first LATE_PHASE."""
+    r = [e for _, e, _ in ep.running()[LATE_PHASE:] if e is not None]
+    return float(np.mean(r)) if r else None
+
+
 def reward_cell_table(cells: List[Cell], window: int = MATCHED_WINDOW) -> Tuple[str, dict]:
     """Reward AUROC (successes over failures) within each cell, on the whole
     episode and on the first `window` ticks. A failure runs to the step limit
     and a success ends early, so the whole-episode mean also compares phases
-    of the task; the matched window compares like with like."""
-    rows = [f"| policy | task | level | K | success / failure | AUROC, whole episode | AUROC, first {window} ticks |",
-            "|---|---|---|---|---|---|---|"]
+    of the task; the matched window compares like with like. The last two
+    columns show the phase effect: the median over episodes of the mean
+    energy of successful episodes, and of failed ones after tick
+    LATE_PHASE (the stretch successes never reach)."""
+    rows = [f"| policy | task | level | K | success / failure | AUROC, whole episode | AUROC, first {window} ticks | "
+            f"energy of successes (median episode mean) | energy of failures after tick {LATE_PHASE} |",
+            "|---|---|---|---|---|---|---|---|---|"]
     head = {}
     for c in sorted(cells, key=lambda c: (ENERGY_POLICIES.index(c.policy) if c.policy in ENERGY_POLICIES else 99,
                                           TASKS.index(c.task) if c.task in TASKS else 99, c.k, LEVELS.index(c.level))):
@@ -384,9 +399,14 @@ def reward_cell_table(cells: List[Cell], window: int = MATCHED_WINDOW) -> Tuple[
             continue
         a1 = auroc([v for s, v in whole if not s], [v for s, v in whole if s])
         a2 = auroc([v for s, v in win if not s], [v for s, v in win if s])
+        e_s = [episode_score(e, 0, agg=np.mean) for e in c.episodes if e.success]
+        e_f = [_late_energy(e) for e in c.episodes if not e.success]
+        e_s = [v for v in e_s if v is not None]
+        e_f = [v for v in e_f if v is not None]
+        med = lambda v: f"{np.median(v):.0f}" if v else "–"  # noqa: E731
         head[_key(c.policy, f"{c.task} K={c.k} level {c.level}")] = {"whole": a1, "window": a2}
         rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | {ns} / {nf} | "
-                    f"{a1:.2f} | {a2:.2f} |")
+                    f"{a1:.2f} | {a2:.2f} | {med(e_s)} | {med(e_f)} |")
     return "\n".join(rows), head
 
 

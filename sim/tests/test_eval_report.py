@@ -175,3 +175,16 @@ def test_what_a_fault_changed_is_counted_seed_by_seed(tmp_path):
            [{"seed": s, "success": ok, "steps": 50} for s, ok in [(3, True), (2, True), (1, False)]], [])
     table = er.fault_outcome_table(er.load(tmp_path))
     assert "| EnergyFlow | button-press | 20 | push | 2/3 | 2/3 | 1/3 |" in table
+
+
+def test_energy_of_the_late_phase_of_failures(tmp_path):
+    # success: 50 ticks at energy 300; failure: 100 ticks at 300, then 20 at -200
+    def ticks(ep, energies):
+        return [{"episode": ep, "tick": t, "state": "RUNNING", "energy": v, "centered_energy": v - 250.0}
+                for t, v in enumerate(energies)]
+    _write(tmp_path, "energyflow_button-press_L_K20",
+           [{"success": True, "steps": 50}, {"success": False, "steps": 120}],
+           ticks(0, [300.0] * 50) + ticks(1, [300.0] * 100 + [-200.0] * 20))
+    table, _ = er.reward_cell_table(er.load(tmp_path))
+    row = next(r for r in table.splitlines() if "| L |" in r)
+    assert row.endswith("| 300 | -200 |")
