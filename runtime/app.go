@@ -252,6 +252,7 @@ func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Conf
 	sc := cfg.Safety
 	m := &b.Manifest
 	if m.HasEnergy() {
+		warnCalibrationSteps(cfg, m, log)
 		return sc, nil
 	}
 	if !sc.Energy.Disabled && len(sc.Energy.Scores) > 0 {
@@ -261,6 +262,36 @@ func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Conf
 	log.Warn("the policy has no energy, so the energy stop is disabled; deadlines, NaN, arm connection, limits and the other watchdogs still stop the arm",
 		"bundle", m.Name, "policy", m.Policy)
 	return sc, nil
+}
+
+// warnCalibrationSteps logs a warning when the energy stop takes its
+// threshold from a calibration made at another sampler step count K than the
+// one this run samples at: the energy of the chosen action depends on K
+// (docs/evaluation.md: ButtonPress episodes average about 270 at K = 20 and
+// 400 at K = 10, against a threshold of 432 calibrated at K = 20), so the
+// calibrated false-trip rate does not carry over. It warns rather than
+// refuses: running at another K is a legitimate trade of accuracy for time.
+func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
+	c := m.Calibration
+	if c == nil || c.Steps <= 0 || cfg.Safety.Energy.Disabled {
+		return
+	}
+	k := cfg.Policy.Steps
+	if k == 0 {
+		k = m.Sampler.Steps
+	}
+	if k == c.Steps {
+		return
+	}
+	calibrated := len(cfg.Safety.Energy.Scores) == 0
+	for _, s := range cfg.Safety.Energy.Scores {
+		calibrated = calibrated || s.Threshold == nil
+	}
+	if !calibrated {
+		return
+	}
+	log.Warn("the energy stop's threshold was calibrated at another number of sampler steps: the energy depends on K, so the calibrated false-trip rate does not hold; recalibrate at this K (python -m energyflow calibrate --steps K) or set policy.steps to the calibration's",
+		"bundle", m.Name, "policy_steps", k, "calibration_steps", c.Steps)
 }
 
 // safetyCalibration converts the bundle's calibration for the safety gate.
