@@ -49,6 +49,8 @@ TASKS = ["button-press", "drawer-open", "assembly", "bin-picking", "hammer"]
 LEVELS = ["0", "S", "M", "L"]
 POLICY_NAMES = {"energyflow": "EnergyFlow", "diffusion": "Diffusion Policy (ours, same U-Net)",
                 "lerobot": "LeRobot Diffusion Policy", "image": "EnergyFlow, camera + proprioception"}
+#: the order in which tables list policies
+POLICY_ORDER = {p: i for i, p in enumerate(["energyflow", "image", "diffusion", "lerobot"])}
 #: policies with an energy, whose monitor the safety and reward tables evaluate
 ENERGY_POLICIES = ["energyflow", "image"]
 #: fault kinds in the order the tables list them
@@ -184,7 +186,7 @@ def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optiona
 def success_table(cells: List[Cell]) -> str:
     rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | paper (level 0) | safety stops |",
             "|---|---|---|---|---|---|---|---|---|"]
-    key = {p: i for i, p in enumerate(["energyflow", "image", "diffusion", "lerobot"])}
+    key = POLICY_ORDER
     for c in sorted((c for c in cells if not c.fault),
                     key=lambda c: (key.get(c.policy, 9), TASKS.index(c.task) if c.task in TASKS else 9,
                                    LEVELS.index(c.level), c.k)):
@@ -353,14 +355,9 @@ def reward_table(cells: List[Cell]) -> Tuple[str, dict]:
 
 def _mean_reward(ep: Episode, window: Optional[int] = None) -> Optional[float]:
     """Mean centered reward -(E - E_ref) over the episode's RUNNING ticks (the
-    first `window` of them when given); None with no scored tick, or when a
-    window is asked for and the episode has fewer than half of it."""
-    r = [-c for _, e, c in ep.running() if e is not None and c is not None]
-    if window is not None:
-        r = r[:window]
-        if len(r) < window // 2:
-            return None
-    return float(np.mean(r)) if r else None
+    first `window` of them when given; see episode_score)."""
+    c = episode_score(ep, 1, agg=np.mean, window=window)
+    return None if c is None else -c
 
 
 #: RUNNING ticks after which reward_cell_table reports the energy of failed
@@ -419,7 +416,7 @@ def position_table(cells: List[Cell], d: Path) -> str:
     nearer one. Cells without a single success are left out."""
     rows = ["| policy | task | level | K | success, nearer half | success, farther half | split at |",
             "|---|---|---|---|---|---|---|"]
-    key = {p: i for i, p in enumerate(["energyflow", "image", "diffusion", "lerobot"])}
+    key = POLICY_ORDER
     docs = [json.loads(f.read_text()) for f in d.glob("positions_*.json")]
     for doc in sorted(docs, key=lambda doc: (TASKS.index(doc["task"]) if doc["task"] in TASKS else 9, doc["level"])):
         scene = {int(e["seed"]): np.asarray(e["scene"], float) for e in doc["episodes"]}
