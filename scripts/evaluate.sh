@@ -62,9 +62,10 @@ fi
 if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu10 ]; then
   shift 2
   all="button-press drawer-open assembly bin-picking hammer"
-  "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts ""
+  # extra arguments (--publish, --no-bench) go to every part of the grid
+  "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts "" "$@"
   "$0" --episodes 10 --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
-    --faults "push object" --fault-tasks "button-press drawer-open" --rollouts ""
+    --faults "push object" --fault-tasks "button-press drawer-open" --rollouts "" "$@"
   exec "$0" --episodes 10 --tasks button-press --levels "0 S M L" --steps 20 --policies lerobot --faults "" \
     --rollouts "10 20 50" "$@"
 fi
@@ -72,13 +73,14 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   shift 2
   all="button-press drawer-open assembly bin-picking hammer"
   e50=(--episodes 50 --out build/eval50 --rollouts "")
+  # extra arguments (--publish, --no-bench) go to every part of the grid
   "$0" "${e50[@]}" --tasks "$all" --levels "0 S M L" --steps "20 10" --policies "energyflow diffusion" \
-    --faults "push object" --fault-tasks "$all"
+    --faults "push object" --fault-tasks "$all" "$@"
   "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --steps 20 --policies image --faults "" \
-    --image-faults occlusion --fault-tasks button-press
+    --image-faults occlusion --fault-tasks button-press "$@"
   "$0" "${e50[@]}" --tasks button-press --levels 0 --steps 20 --policies image --faults "" \
-    --image-faults occlusion --fault-tasks button-press --fault-step 0
-  "$0" "${e50[@]}" --tasks "$all" --levels 0 --policies lerobot --faults ""
+    --image-faults occlusion --fault-tasks button-press --fault-step 0 "$@"
+  "$0" "${e50[@]}" --tasks "$all" --levels 0 --policies lerobot --faults "" "$@"
   exec "$0" "${e50[@]}" --tasks "button-press drawer-open" --levels "0 S M L" --policies lerobot --faults "" "$@"
 fi
 while [ $# -gt 0 ]; do
@@ -226,11 +228,12 @@ if [ "$episodes" -gt 2 ]; then
   done
 fi
 
-# Where each level-0 episode's object started (report: success by position).
+# Where each level-0 episode's scene put its objects (report: success by where
+# the scene is); a file from another --seed or --episodes is rewritten.
 case " $levels " in *" 0 "*)
   for task in $tasks; do
     f=$out/positions_${task}_0.json
-    if [ -f "$f" ] && [ "$(.venv/bin/python -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["episodes"]))' "$f")" = "$episodes" ]; then
+    if [ -f "$f" ] && [ "$(.venv/bin/python -c 'import json,sys; e=json.load(open(sys.argv[1]))["episodes"]; print(len(e), e[0]["seed"])' "$f")" = "$episodes $seed" ]; then
       continue
     fi
     .venv/bin/python -m sim.positions --task "$task" --level 0 --seed "$seed" --episodes "$episodes" --json "$f" \
