@@ -69,7 +69,9 @@ type LoopConfig struct {
 	RateHz float64 `yaml:"rate_hz"` // control rate (default 10)
 	// ReplanMargin: a new chunk is requested when at most this many actions
 	// of the committed chunk remain (default 2), so inference overlaps
-	// execution.
+	// execution. The loop raises it to the number of periods the measured
+	// inference latency spans (at most T_a−1), so a slow plan does not leave
+	// the arm holding.
 	ReplanMargin int `yaml:"replan_margin"`
 	// ActionHorizon overrides the bundle's T_a (actions executed per chunk); 0 = bundle.
 	ActionHorizon int `yaml:"action_horizon"`

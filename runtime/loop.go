@@ -110,9 +110,10 @@ type Loop struct {
 	nVel        int
 	hasGrip     bool
 	lastGrip    float64
-	start       int // index of the first executed action in a prediction (T_o−1)
-	ta          int // actions executed per chunk
-	margin      int
+	start       int           // index of the first executed action in a prediction (T_o−1)
+	ta          int           // actions executed per chunk
+	margin      int           // configured replan margin (actions)
+	latEWMA     time.Duration // smoothed inference latency; 0 before the first chunk
 	dim         int
 	tp          int
 	wait        *time.Timer
@@ -337,6 +338,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	// 2. A finished inference becomes the committed chunk.
 	if j := l.infer.poll(); j != nil {
 		l.lastInf = j.latency
+		l.observeLatency(j.latency)
 		if l.d.Metrics != nil {
 			l.d.Metrics.ObserveInference(j.latency)
 		}
@@ -353,7 +355,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 
 	// 3. Replan when the committed chunk runs low; never wait for it.
-	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.margin && armErr == nil {
+	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.replanMargin() && armErr == nil {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.infer.submit()
@@ -456,6 +458,30 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if l.d.OnTick != nil {
 		l.d.OnTick(tk, &dec, scores)
 	}
+}
+
+// observeLatency folds a finished inference's latency into the smoothed
+// estimate replanMargin uses (an exponential average over ~4 chunks, so one
+// slow sample under load moves it but does not own it).
+func (l *Loop) observeLatency(d time.Duration) {
+	if l.latEWMA == 0 {
+		l.latEWMA = d
+		return
+	}
+	l.latEWMA += (d - l.latEWMA) / 4
+}
+
+// replanMargin is how many committed actions may remain when the next
+// inference is requested: the configured loop.replan_margin, raised to the
+// number of periods the smoothed inference latency spans so the new chunk
+// lands before the committed one runs out (a plan that arrives late makes
+// the arm hold at zero velocity for the missing ticks). The raise stops at
+// T_a−1, so every chunk keeps at least one action of its own; a configured
+// margin above that is kept as configured.
+func (l *Loop) replanMargin() int {
+	n := int((l.latEWMA + l.period - 1) / l.period)
+	n = min(n, l.ta-1)
+	return max(l.margin, n)
 }
 
 // buildCond writes the conditioning of the current observation history
