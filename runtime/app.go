@@ -29,6 +29,11 @@ type AppOptions struct {
 	Clock Clock
 	// OnTick is passed to the loop (tests, evaluation harness).
 	OnTick func(tk Tick, d *safety.Decision, scores safety.Scores)
+	// Metrics, if set, receives the loop's per-tick measurements (tick
+	// time, inference latency, energy) as well as the live view's metrics
+	// do: the evaluation harness reports the measured inference latency.
+	// Its methods run on the loop's goroutine and must not block.
+	Metrics TickObserver
 }
 
 // App is the whole runtime built from a Config: bundle and sampler, arm,
@@ -182,7 +187,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 	if tel != nil {
 		deps.Sink = tel
+	}
+	switch {
+	case tel != nil && opts.Metrics != nil:
+		deps.Metrics = teeObserver{tel.Metrics(), opts.Metrics}
+	case tel != nil:
 		deps.Metrics = tel.Metrics()
+	case opts.Metrics != nil:
+		deps.Metrics = opts.Metrics
 	}
 	if a.rec != nil {
 		deps.Recorder = a.rec
@@ -202,6 +214,26 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	return a, nil
+}
+
+// teeObserver passes every measurement to two observers.
+type teeObserver [2]TickObserver
+
+func (t teeObserver) ObserveTick(d, jitter time.Duration) {
+	t[0].ObserveTick(d, jitter)
+	t[1].ObserveTick(d, jitter)
+}
+
+func (t teeObserver) TickOverrun() { t[0].TickOverrun(); t[1].TickOverrun() }
+
+func (t teeObserver) ObserveInference(d time.Duration) {
+	t[0].ObserveInference(d)
+	t[1].ObserveInference(d)
+}
+
+func (t teeObserver) ObserveEnergy(score, threshold float64) {
+	t[0].ObserveEnergy(score, threshold)
+	t[1].ObserveEnergy(score, threshold)
 }
 
 // checkImageConfig refuses a configuration that cannot feed the bundle's

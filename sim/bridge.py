@@ -384,16 +384,34 @@ class Bridge:
         period = min(0.02, self.hb_timeout / 10)
         while True:
             await asyncio.sleep(period)
-            if self._hb_armed and time.monotonic() - self._last_hb_time > self.hb_timeout:
-                self._hb_armed = False
-                self._pending = False
-                self.fault |= F_HEARTBEAT
-                self.hb_lapses += 1
-                self._sig_set("enable", [0])
-                self.world.hold()
-                self._was_enabled = False
-                self._publish_status()
-                log.warning("heartbeat lapsed (> %.3f s): arm stopped, enable dropped", self.hb_timeout)
+            self.check_heartbeat(time.monotonic())
+
+    def check_heartbeat(self, now: float) -> bool:
+        """The heartbeat watchdog at monotonic time ``now``; True when the heartbeat lapsed now.
+
+        A lapse while enable is 1 is a fault (a controller gone quiet mid-motion): logged as a
+        warning. A lapse after the controller wrote enable 0 is how a harness ends an episode on
+        purpose (the runtime halts the arm, then stops commanding): logged at info. The register
+        effects are the same either way.
+        """
+        if not (self._hb_armed and now - self._last_hb_time > self.hb_timeout):
+            return False
+        en = self._sig_get("enable")
+        was_enabled = bool(en and en[0] == 1)
+        self._hb_armed = False
+        self._pending = False
+        self.fault |= F_HEARTBEAT
+        self.hb_lapses += 1
+        self._sig_set("enable", [0])
+        self.world.hold()
+        self._was_enabled = False
+        self._publish_status()
+        if was_enabled:
+            log.warning("heartbeat lapsed (> %.3f s): arm stopped, enable dropped", self.hb_timeout)
+        else:
+            log.info("heartbeat lapsed (> %.3f s) after the controller dropped enable: episode ended, arm holds",
+                     self.hb_timeout)
+        return True
 
     async def _ticker(self) -> None:
         period = 1.0 / self.rate

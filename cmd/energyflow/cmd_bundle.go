@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"github.com/energyflow/edge/engines"
@@ -28,8 +29,9 @@ func cmdBundle(ctx context.Context, env *cliEnv, args []string) int {
 	return exitUsage
 }
 
-// bundleVerify exits 0 when the bundle is good, 3 when a check fails and 1
-// when it cannot check (no ONNX Runtime, no TensorRT).
+// bundleVerify exits 0 when the bundle is good, 3 when a check fails, 2
+// when DIR is not a folder and 1 when it cannot check (no ONNX Runtime, no
+// TensorRT).
 func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("bundle verify", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -58,6 +60,14 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		return exitCheckFailed
 	}
 
+	// A path that names no folder is a mistake on the command line, not a bad bundle.
+	if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(env.stderr, "energyflow bundle verify: %s: no such folder\n", dir)
+		return exitUsage
+	} else if err == nil && !fi.IsDir() {
+		fmt.Fprintf(env.stderr, "energyflow bundle verify: %s: not a folder (want an engine bundle's folder)\n", dir)
+		return exitUsage
+	}
 	b, err := engines.LoadBundle(dir)
 	if err != nil {
 		return fail("manifest and files", err)

@@ -189,3 +189,32 @@ func TestBundleVerifyAndBenchImage(t *testing.T) {
 		t.Fatalf("bench exit %d:\n%s", code, out.String())
 	}
 }
+
+// TestBundleVerifyNotABundle: a path that names no folder is a usage error
+// that says so; an existing folder without a manifest keeps the manifest
+// hint (a failed check).
+func TestBundleVerifyNotABundle(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "manifest.txt")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path string
+		code       int
+		want, not  string
+	}{
+		{"no such folder", filepath.Join(dir, "nope"), exitUsage, "nope: no such folder", "manifest"},
+		{"a file", file, exitUsage, "not a folder", "manifest.json"},
+		{"folder without manifest", dir, exitCheckFailed, "no manifest.json — is " + dir + " an engine bundle?", "no such folder"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := realMain([]string{"bundle", "verify", tc.path}, &out, &errb)
+			if code != tc.code || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), tc.not) {
+				t.Fatalf("exit %d, stderr %q; want exit %d with %q and without %q", code, errb.String(), tc.code, tc.want, tc.not)
+			}
+		})
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +30,35 @@ const (
 	simMapFile       = "examples/maps/metaworld.yaml"
 )
 
+// The bridge's vocabulary, the one Go copy: tasks as sim/world.py's TASKS,
+// OOD levels as sim/ood.py's LEVELS, injected faults as sim/world.py's
+// FAULTS (sim/tests/test_go_harness.py checks that they agree).
+const (
+	simTasks  = "button-press drawer-open assembly bin-picking hammer"
+	simLevels = "0 S M L"
+	simFaults = "push object occlusion"
+)
+
+// usageError is a command-line mistake: the command prints it and exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// report prints err, one line per joined error each prefixed with the
+// command, and returns the exit code: exitUsage for a usageError anywhere
+// in err, else exitFailure.
+func report(env *cliEnv, command string, err error) int {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(env.stderr, "%s: %s\n", command, line)
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
 func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -44,15 +75,18 @@ func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 type simFlags struct {
 	task, level, bundle, listen, camera string
 	robotState                          string // robot.state fields, comma-separated; "": from the bundle
-	fault                               string // injected fault (sim eval only): "", push, object or occlusion
-	seed, steps, faultStep              int
+	seed, steps                         int
 	rate                                float64
 	verbose                             bool
+
+	// Resolved by prepare.
+	bundleDir string   // the bundle to run: --bundle or the task's shipped one
+	state     []string // robot.state for the bundle
 }
 
 func (f *simFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.task, "task", defaultSimTask, "Meta-World task: button-press, drawer-open, assembly, bin-picking, hammer")
-	fs.StringVar(&f.level, "level", "0", "out-of-distribution level: 0, S, M or L")
+	fs.StringVar(&f.task, "task", defaultSimTask, "Meta-World task: "+listOf(simTasks))
+	fs.StringVar(&f.level, "level", "0", "out-of-distribution level: "+listOf(simLevels))
 	fs.StringVar(&f.bundle, "bundle", "", "engine bundle (default: the shipped bundle for the task, "+defaultSimBundle+")")
 	fs.IntVar(&f.seed, "seed", 0, "episode seed")
 	fs.IntVar(&f.steps, "steps", 0, "Euler steps K (0: the bundle's default)")
@@ -62,8 +96,84 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "debug logging")
 }
 
+// listOf is a space-separated vocabulary as the help and errors show it.
+func listOf(words string) string { return strings.Join(strings.Fields(words), ", ") }
+
+// oneOf returns v normalized by norm, or a usage error naming the flag,
+// the value and the valid ones when that is not one of words.
+func oneOf(flagName, what, v, words string, norm func(string) string) (string, error) {
+	if n := norm(strings.TrimSpace(v)); slices.Contains(strings.Fields(words), n) {
+		return n, nil
+	}
+	return "", usageError{fmt.Errorf("%s %q: unknown %s; want one of %s", flagName, v, what, listOf(words))}
+}
+
+// normTask and normLevel spell a task and a level as the bridge does
+// (sim/world.py normalize_task, sim/ood.py normalize_level).
+func normTask(s string) string  { return strings.TrimSuffix(strings.ToLower(s), "-v3") }
+func normLevel(s string) string { return strings.ToUpper(s) }
+
+// validate checks the flags before anything starts, normalizing task and
+// level; it returns every problem, each a usage error on its own line.
+func (f *simFlags) validate() error {
+	var errs []error
+	var err error
+	if f.task, err = oneOf("--task", "task", f.task, simTasks, normTask); err != nil {
+		errs = append(errs, err)
+	}
+	if f.level, err = oneOf("--level", "OOD level", f.level, simLevels, normLevel); err != nil {
+		errs = append(errs, err)
+	}
+	bad := func(format string, a ...any) { errs = append(errs, usageError{fmt.Errorf(format, a...)}) }
+	if f.seed < 0 {
+		bad("--seed %d: must be 0 or more", f.seed)
+	}
+	if f.steps < 0 {
+		bad("--steps %d: must be 0 (the bundle's default) or more", f.steps)
+	}
+	if !(f.rate > 0) || math.IsInf(f.rate, 0) {
+		bad("--rate %g: must be a positive control rate in Hz (e.g. 10)", f.rate)
+	}
+	var w, h int
+	f.camera = strings.ToLower(strings.TrimSpace(f.camera))
+	if n, err := fmt.Sscanf(f.camera, "%dx%d", &w, &h); err != nil || n != 2 || w <= 0 || h <= 0 || fmt.Sprintf("%dx%d", w, h) != f.camera {
+		bad("--camera-size %q: want WxH in pixels, e.g. 96x96", f.camera)
+	}
+	return errors.Join(errs...)
+}
+
+// prepare validates the flags and resolves the bundle and the robot state
+// it needs, before the bridge starts: a mistake costs no simulator start-up.
+// Command-line mistakes are usage errors; a shipped bundle not built yet is not.
+func (f *simFlags) prepare(root string) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	f.bundleDir = resolveBundle(root, f)
+	fi, err := os.Stat(f.bundleDir)
+	missing := errors.Is(err, os.ErrNotExist)
+	switch {
+	case missing && f.bundle != "":
+		return usageError{fmt.Errorf("--bundle %s: no such folder", f.bundle)}
+	case missing:
+		return fmt.Errorf("sim: no bundle for task %s at %s: train one (docs/evaluation.md) or pass --bundle", f.task, f.bundleDir)
+	case err != nil:
+		return fmt.Errorf("sim: bundle: %w", err)
+	case !fi.IsDir():
+		return usageError{fmt.Errorf("--bundle %s: not a folder (want an engine bundle's folder)", f.bundle)}
+	}
+	if f.state, err = simRobotState(f.bundleDir, f.robotState); err != nil {
+		if f.bundle != "" {
+			return usageError{err}
+		}
+		return err
+	}
+	return nil
+}
+
 // simConfig is the runtime configuration for the Meta-World bridge: the
 // same Config a robot would use, pointed at the bridge's loopback servers.
+// The flags must have been prepared.
 func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Config, error) {
 	c := runtime.DefaultConfig()
 	c.Robot.Address = b.Modbus
@@ -73,15 +183,8 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c.Robot.Timeout = time.Second
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
-	c.Policy.Bundle = resolveBundle(root, f)
-	if _, err := os.Stat(c.Policy.Bundle); err != nil {
-		return nil, fmt.Errorf("sim: bundle %s not found: train one (docs/evaluation.md) or pass --bundle", c.Policy.Bundle)
-	}
-	st, err := simRobotState(c.Policy.Bundle, f.robotState)
-	if err != nil {
-		return nil, err
-	}
-	c.Robot.State = st
+	c.Policy.Bundle = f.bundleDir
+	c.Robot.State = f.state
 	c.Policy.Steps = f.steps
 	c.Policy.Threads = 1 // sampler and scorer run side by side with the bridge on 2 cores
 	c.Policy.Seed = uint64(f.seed)
@@ -121,11 +224,15 @@ func simRobotState(bundle, flagValue string) ([]string, error) {
 	if flagValue != "" {
 		return strings.Split(flagValue, ","), nil
 	}
-	data, err := os.ReadFile(filepath.Join(bundle, "manifest.json"))
+	mpath := filepath.Join(bundle, "manifest.json")
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sim: %s has no manifest.json — is it an engine bundle? (export one with `python -m energyflow export`)", bundle)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	m, err := engines.ParseManifest(filepath.Join(bundle, "manifest.json"), data)
+	m, err := engines.ParseManifest(mpath, data)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -153,20 +260,41 @@ func resolveBundle(root string, f *simFlags) string {
 	return filepath.Join(root, "bundles", "metaworld-"+f.task)
 }
 
-// startSimBridge finds the checkout and starts the bridge for the flags:
-// lockstep for evaluation, real time at --rate for the demo.
-func startSimBridge(ctx context.Context, env *cliEnv, f *simFlags, lockstep bool) (string, *bridge, error) {
-	root, err := projectRoot()
-	if err != nil {
-		return "", nil, err
-	}
+// startSimBridge starts the bridge for the flags: lockstep for evaluation
+// (episodes truncated at maxSteps; 0: Meta-World's 500), real time at --rate
+// for the demo.
+func startSimBridge(ctx context.Context, env *cliEnv, root string, f *simFlags, lockstep bool, maxSteps int) (*bridge, error) {
 	o := bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed, mapFile: filepath.Join(root, simMapFile),
-		lockstep: lockstep, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")}
+		lockstep: lockstep, maxSteps: maxSteps, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")}
 	if !lockstep {
 		o.rateHz = f.rate
 	}
-	b, err := startBridge(ctx, o)
-	return root, b, err
+	return startBridge(ctx, o)
+}
+
+// levelHint is one way the demo offers to change the OOD level: a body for
+// the bridge's POST /episode/level (docs/sim.md).
+type levelHint struct{ what, body string }
+
+// demoLevelHints: from the next episode on (the bridge's pending level,
+// taken by demoNextEpisode), or at once (a new episode now, seed+1).
+func demoLevelHints() []levelHint {
+	return []levelHint{
+		{"change the OOD level from the next episode on", `{"level":"L"}`},
+		{"or at once (new episode now, seed+1)", `{"level":"L","now":true}`},
+	}
+}
+
+// demoNextEpisode starts the next episode when the current one has ended:
+// same task, the next seed, and the level set with POST /episode/level if
+// one is pending (else the current level). It reports whether it reset.
+func demoNextEpisode(ctx context.Context, b *bridge) (episode, bool, error) {
+	ep, err := b.Episode(ctx)
+	if err != nil || !ep.Done {
+		return ep, false, err
+	}
+	ep, err = b.Reset(ctx, "", "", ep.Seed+1, "", 0)
+	return ep, err == nil, err
 }
 
 // cmdSimDemo is `energyflow sim`: the simulated robot demo.
@@ -194,33 +322,36 @@ live view, and prints the viewer URL with its token.`)
 		}
 		return exitUsage
 	}
-	root, b, err := startSimBridge(ctx, env, &f, false)
+	fail := func(err error) int { return report(env, "energyflow sim", err) }
+	root, err := projectRoot()
 	if err != nil {
-		fmt.Fprintln(env.stderr, "energyflow sim:", err)
-		return exitFailure
+		return fail(err)
+	}
+	if err := f.prepare(root); err != nil {
+		return fail(err)
+	}
+	b, err := startSimBridge(ctx, env, root, &f, false, 0)
+	if err != nil {
+		return fail(err)
 	}
 	defer b.Close()
 	cfg, err := simConfig(root, &f, b, *listen)
 	if err != nil {
-		fmt.Fprintln(env.stderr, "energyflow sim:", err)
-		return exitFailure
+		return fail(err)
 	}
 	fmt.Fprintf(env.stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", f.task, f.level, b.Modbus, b.HTTP)
-	fmt.Fprintf(env.stdout, "change the OOD level live: curl -X POST http://%s/episode/level -d '{\"level\":\"L\"}'\n", b.HTTP)
+	for _, h := range demoLevelHints() {
+		fmt.Fprintf(env.stdout, "%s: curl -X POST http://%s/episode/level -d '%s'\n", h.what, b.HTTP, h.body)
+	}
 	// Start a new episode whenever one ends, so the arm keeps working.
 	go func() {
-		seed := f.seed
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
-			ep, err := b.Episode(ctx)
-			if err == nil && ep.Done {
-				seed++
-				_, _ = b.Reset(ctx, f.task, ep.Level, seed, "", 0)
-			}
+			_, _, _ = demoNextEpisode(ctx, b) // a failed poll is retried next second
 		}
 	}()
 	if *duration > 0 {
@@ -276,58 +407,107 @@ func cmdSimRecord(ctx context.Context, env *cliEnv, args []string) int {
 
 // evalResult is one episode of a closed-loop evaluation.
 type evalResult struct {
-	Episode   int      `json:"episode"`
-	Seed      int      `json:"seed"`
-	Success   bool     `json:"success"`
-	Steps     int      `json:"steps"`
-	Return    float64  `json:"return"`
-	StopKind  string   `json:"stop_kind,omitempty"`
-	StopTick  int64    `json:"stop_tick,omitempty"`
-	Fault     string   `json:"fault,omitempty"`
-	FaultStep int      `json:"fault_step,omitempty"`
-	InferP50  float64  `json:"inference_p50_ms"`
-	MeanScore *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
+	Episode     int      `json:"episode"`
+	Seed        int      `json:"seed"`        // scene seed (the bridge's reset)
+	PolicySeed  uint64   `json:"policy_seed"` // the sampler's noise seed (policy.seed)
+	Success     bool     `json:"success"`
+	SuccessStep *int     `json:"success_step"` // environment step of the first success; nil: none
+	Steps       int      `json:"steps"`
+	Return      float64  `json:"return"`
+	End         string   `json:"end"` // success, truncated (the step limit), safety_stop or interrupted
+	StopKind    string   `json:"stop_kind,omitempty"`
+	StopTick    int64    `json:"stop_tick,omitempty"`
+	Fault       string   `json:"fault,omitempty"`
+	FaultStep   int      `json:"fault_step,omitempty"`
+	Inferences  int      `json:"inferences"`            // policy inferences the loop finished
+	InferP50    *float64 `json:"inference_p50_ms"`      // their median latency, as the loop measured it; nil: none
+	MeanScore   *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
+
+	inferMs []float64 // every inference latency, for the cell's quantiles
+}
+
+// evalFlags are the evaluation's flags.
+type evalFlags struct {
+	simFlags
+	episodes, maxSteps int
+	fault              string // injected fault: "" or one of simFaults
+	faultStep          int
+	scores, summary    string
+}
+
+func (e *evalFlags) register(fs *flag.FlagSet) {
+	e.simFlags.register(fs)
+	fs.IntVar(&e.episodes, "episodes", 10, "number of episodes")
+	fs.IntVar(&e.maxSteps, "max-steps", 500, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
+	fs.StringVar(&e.scores, "scores", "", "write per-tick scores (JSON lines) to this file")
+	fs.StringVar(&e.summary, "json", "", "write the summary as JSON to this file")
+	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state) or occlusion (a dark square blocks the middle of the camera image); docs/sim.md")
+	fs.IntVar(&e.faultStep, "fault-step", 30, "environment step at which --fault starts")
+}
+
+// prepare is simFlags.prepare plus the evaluation's own flags.
+func (e *evalFlags) prepare(root string) error {
+	var errs []error
+	if e.episodes < 1 {
+		errs = append(errs, usageError{fmt.Errorf("--episodes %d: must be at least 1", e.episodes)})
+	}
+	if e.maxSteps < 1 {
+		errs = append(errs, usageError{fmt.Errorf("--max-steps %d: must be at least 1 (environment steps per episode; Meta-World's evaluation uses 500)", e.maxSteps)})
+	}
+	if e.fault != "" {
+		var err error
+		if e.fault, err = oneOf("--fault", "fault", e.fault, simFaults, strings.ToLower); err != nil {
+			errs = append(errs, err)
+		}
+		if e.faultStep < 0 {
+			errs = append(errs, usageError{fmt.Errorf("--fault-step %d: must be 0 or more", e.faultStep)})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Check the shared flags too, so every mistake shows at once.
+		return errors.Join(err, e.simFlags.validate())
+	}
+	return e.simFlags.prepare(root)
 }
 
 // cmdSimEval runs the real runtime stack against the bridge per episode.
 func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("sim eval", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	var f simFlags
-	f.register(fs)
-	episodes := fs.Int("episodes", 10, "number of episodes")
-	maxSteps := fs.Int("max-steps", 300, "environment steps per episode before it counts as a failure")
-	out := fs.String("scores", "", "write per-tick scores (JSON lines) to this file")
-	summary := fs.String("json", "", "write the summary as JSON to this file")
-	fs.StringVar(&f.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state) or occlusion (a dark square blocks the middle of the camera image); docs/sim.md")
-	fs.IntVar(&f.faultStep, "fault-step", 30, "environment step at which --fault starts")
+	var e evalFlags
+	e.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	root, b, err := startSimBridge(ctx, env, &f, true)
+	fail := func(err error) int { return report(env, "energyflow sim eval", err) }
+	root, err := projectRoot()
 	if err != nil {
-		fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
-		return exitFailure
+		return fail(err)
+	}
+	if err := e.prepare(root); err != nil {
+		return fail(err)
+	}
+	b, err := startSimBridge(ctx, env, root, &e.simFlags, true, e.maxSteps)
+	if err != nil {
+		return fail(err)
 	}
 	defer b.Close()
 	var scoreFile io.Writer = io.Discard
-	if *out != "" {
-		fh, err := os.Create(*out)
+	if e.scores != "" {
+		fh, err := os.Create(e.scores)
 		if err != nil {
-			fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
-			return exitFailure
+			return fail(err)
 		}
 		defer fh.Close()
 		scoreFile = fh
 	}
 	var results []evalResult
 	trips := map[string]int{}
-	for ep := 0; ep < *episodes && ctx.Err() == nil; ep++ {
-		seed := f.seed + ep
-		r, err := evalEpisode(ctx, env, root, &f, b, ep, seed, *maxSteps, scoreFile)
+	for ep := 0; ep < e.episodes && ctx.Err() == nil; ep++ {
+		r, err := evalEpisode(ctx, env, root, &e, b, ep, scoreFile)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "energyflow sim eval: episode %d: %v\n", ep, err)
 			return exitFailure
@@ -336,47 +516,86 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 			trips[r.StopKind]++
 		}
 		results = append(results, r)
-		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d stop=%s\n", ep, seed, r.Success, r.Steps, r.StopKind)
+		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d end=%s stop=%s\n", ep, r.Seed, r.Success, r.Steps, r.End, r.StopKind)
 	}
-	if f.steps == 0 {
-		if b, err := engines.LoadBundle(resolveBundle(root, &f)); err == nil {
-			f.steps = b.Manifest.Sampler.Steps
+	if e.steps == 0 {
+		if b, err := engines.LoadBundle(e.bundleDir); err == nil {
+			e.steps = b.Manifest.Sampler.Steps
 		}
 	}
-	s := summarize(f, results, trips)
+	s := summarize(e.simFlags, results, trips)
+	s.MaxSteps = e.maxSteps
 	fmt.Fprintln(env.stdout, s.String())
-	if *summary != "" {
+	if e.summary != "" {
 		data, err := json.MarshalIndent(s, "", "  ")
 		if err != nil {
-			fmt.Fprintln(env.stderr, "energyflow sim eval: summary:", err)
-			return exitFailure
+			return fail(fmt.Errorf("summary: %w", err))
 		}
-		if err := os.WriteFile(*summary, data, 0o644); err != nil {
-			fmt.Fprintln(env.stderr, "energyflow sim eval:", err)
-			return exitFailure
+		if err := os.WriteFile(e.summary, data, 0o644); err != nil {
+			return fail(err)
 		}
 	}
 	return exitOK
 }
 
+// episodeConfig is the runtime configuration of episode idx: the scene
+// seed and the sampler's noise seed are both --seed + idx, so episodes are
+// independent draws and any one can be rerun alone with its seed.
+func episodeConfig(root string, e *evalFlags, b *bridge, idx int) (*runtime.Config, error) {
+	cfg, err := simConfig(root, &e.simFlags, b, "")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Policy.Seed = uint64(e.seed + idx)
+	cfg.Log.Level = "warn"
+	if e.verbose {
+		cfg.Log.Level = "debug"
+	}
+	return cfg, nil
+}
+
+// inferenceTimes is the episode's runtime.TickObserver: it keeps the
+// latency of every inference the loop finishes, as the loop measured it.
+type inferenceTimes struct {
+	mu sync.Mutex
+	ms []float64
+}
+
+var _ runtime.TickObserver = (*inferenceTimes)(nil)
+
+func (t *inferenceTimes) ObserveInference(d time.Duration) {
+	t.mu.Lock()
+	t.ms = append(t.ms, float64(d)/float64(time.Millisecond))
+	t.mu.Unlock()
+}
+
+func (*inferenceTimes) ObserveTick(time.Duration, time.Duration) {}
+func (*inferenceTimes) TickOverrun()                             {}
+func (*inferenceTimes) ObserveEnergy(float64, float64)           {}
+
+func (t *inferenceTimes) values() []float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.ms)
+}
+
 // evalEpisode runs one episode: reset the world, build the runtime against
 // it, run until success, the step limit, or a safety stop.
-func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *bridge, idx, seed, maxSteps int, scores io.Writer) (evalResult, error) {
-	r := evalResult{Episode: idx, Seed: seed, Fault: f.fault}
-	if f.fault != "" {
-		r.FaultStep = f.faultStep
+func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b *bridge, idx int, scores io.Writer) (evalResult, error) {
+	seed := e.seed + idx
+	r := evalResult{Episode: idx, Seed: seed, Fault: e.fault}
+	if e.fault != "" {
+		r.FaultStep = e.faultStep
 	}
-	if _, err := b.Reset(ctx, f.task, f.level, seed, f.fault, f.faultStep); err != nil {
+	if _, err := b.Reset(ctx, e.task, e.level, seed, e.fault, e.faultStep); err != nil {
 		return r, err
 	}
-	cfg, err := simConfig(root, f, b, "")
+	cfg, err := episodeConfig(root, e, b, idx)
 	if err != nil {
 		return r, err
 	}
-	cfg.Log.Level = "warn"
-	if f.verbose {
-		cfg.Log.Level = "debug"
-	}
+	r.PolicySeed = cfg.Policy.Seed
+	policySeed := r.PolicySeed
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -389,14 +608,16 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 		if !math.IsNaN(sc[safety.ScoreEnergy]) {
 			energies = append(energies, sc[safety.ScoreEnergy])
 		}
-		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "tick": tk.N, "state": d.State.String(),
+		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
 			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])})
 		if d.State == safety.Stopped && d.Reason.Kind != safety.KindStartup && stop.Kind == safety.KindNone {
 			stop = d.Reason
 			cancel()
 		}
 	}
-	app, err := runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: newLogger(env, cfg), OnTick: onTick})
+	infer := &inferenceTimes{ms: make([]float64, 0, e.maxSteps)}
+	log := slog.New(episodeEndHandler{newLogger(env, cfg).Handler()})
+	app, err := runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: log, OnTick: onTick, Metrics: infer})
 	if err != nil {
 		return r, err
 	}
@@ -411,10 +632,7 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 			if err != nil {
 				continue
 			}
-			mu.Lock()
-			r.Steps, r.Success, r.Return = ep.Step, ep.Success, ep.Return
-			mu.Unlock()
-			if ep.Success || ep.Done || ep.Step >= maxSteps {
+			if ep.Success || ep.Done || ep.Step >= e.maxSteps {
 				cancel()
 			}
 		}
@@ -422,16 +640,77 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, f *simFlags, b *
 	_ = app.Run(ectx)
 	cancel()
 	<-watchDone
-	if ep, err := b.Episode(context.WithoutCancel(ctx)); err == nil {
-		r.Steps, r.Success, r.Return = ep.Step, ep.Success, ep.Return
+	ep, err := b.Episode(context.WithoutCancel(ctx))
+	if err != nil {
+		return r, err
 	}
+	r.Steps, r.Success, r.SuccessStep, r.Return = ep.Step, ep.Success, ep.SuccessStep, ep.Return
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick
+	}
+	switch {
+	case r.Success:
+		r.End = "success"
+	case r.StopKind != "":
+		r.End = "safety_stop"
+	case ep.Done || ep.Step >= e.maxSteps:
+		r.End = "truncated"
+	default:
+		r.End = "interrupted"
 	}
 	if m := mean(energies); !math.IsNaN(m) {
 		r.MeanScore = &m
 	}
+	r.inferMs = infer.values()
+	r.Inferences = len(r.inferMs)
+	r.InferP50 = quantile(r.inferMs, 0.5)
 	return r, nil
+}
+
+// episodeEndHandler wraps the evaluation's log handler: the safety gate's
+// stop at the runtime's shutdown, which is how the harness ends every
+// episode on purpose, is logged at info, not as a warning. Trips, and
+// operator stops by anyone else, keep their level.
+type episodeEndHandler struct{ slog.Handler }
+
+func (h episodeEndHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && isShutdownStop(r) {
+		r.Level = slog.LevelInfo
+		if !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h episodeEndHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return episodeEndHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h episodeEndHandler) WithGroup(name string) slog.Handler {
+	return episodeEndHandler{h.Handler.WithGroup(name)}
+}
+
+// isShutdownStop reports whether r is safety.Guard's log of the operator
+// stop runtime.Loop latches when Run ends ("safety: stop", reason operator,
+// actor runtime, message "... shutdown").
+func isShutdownStop(r slog.Record) bool {
+	if r.Message != "safety: stop" {
+		return false
+	}
+	var reason, actor, msg string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "reason":
+			reason = a.Value.String()
+		case "actor":
+			actor = a.Value.String()
+		case "message":
+			msg = a.Value.String()
+		}
+		return true
+	})
+	return reason == safety.KindOperator.String() && actor == "runtime" && strings.HasSuffix(msg, "shutdown")
 }
 
 func nanNull(v float64) any {
@@ -452,20 +731,40 @@ func mean(v []float64) float64 {
 	return s / float64(len(v))
 }
 
+// quantile is the q-quantile of v (nearest rank, as bench reports); nil
+// for no values.
+func quantile(v []float64, q float64) *float64 {
+	if len(v) == 0 {
+		return nil
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	x := s[max(0, min(i, len(s)-1))]
+	return &x
+}
+
 // evalSummary is the evaluation's result.
 type evalSummary struct {
-	Task      string         `json:"task"`
-	Level     string         `json:"level"`
-	Bundle    string         `json:"bundle"`
-	Steps     int            `json:"steps_k"`
-	Episodes  int            `json:"episodes"`
-	Successes int            `json:"successes"`
-	Rate      float64        `json:"success_rate"`
-	Low       float64        `json:"ci95_low"`
-	High      float64        `json:"ci95_high"`
-	MeanLen   float64        `json:"mean_length"`
-	Trips     map[string]int `json:"trips"`
-	Results   []evalResult   `json:"results"`
+	Task      string  `json:"task"`
+	Level     string  `json:"level"`
+	Bundle    string  `json:"bundle"`
+	Steps     int     `json:"steps_k"`
+	MaxSteps  int     `json:"max_steps"` // the episode step limit (--max-steps)
+	Episodes  int     `json:"episodes"`
+	Successes int     `json:"successes"`
+	Rate      float64 `json:"success_rate"`
+	Low       float64 `json:"ci95_low"`
+	High      float64 `json:"ci95_high"`
+	MeanLen   float64 `json:"mean_length"`
+	// Steps to success over the successful episodes only (success_step);
+	// nil: no success.
+	MeanToSuccess   *float64       `json:"mean_steps_to_success"`
+	MedianToSuccess *float64       `json:"median_steps_to_success"`
+	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
+	InferP90        *float64       `json:"inference_p90_ms"`
+	Trips           map[string]int `json:"trips"`
+	Results         []evalResult   `json:"results"`
 }
 
 func (s evalSummary) String() string {
@@ -481,25 +780,58 @@ func (s evalSummary) String() string {
 	if trips == "" {
 		trips = " none"
 	}
-	return fmt.Sprintf("task %s level %s K=%d: success %d/%d = %.1f%% (95%% CI %.1f–%.1f%%), mean length %.1f steps, safety stops:%s",
-		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, trips)
+	toSuccess := "steps to success: no success"
+	if s.MeanToSuccess != nil {
+		toSuccess = fmt.Sprintf("steps to success mean %.1f median %.0f", *s.MeanToSuccess, *s.MedianToSuccess)
+	}
+	inference := "inference p50: none"
+	if s.InferP50 != nil {
+		inference = fmt.Sprintf("inference p50 %.1f ms p90 %.1f ms", *s.InferP50, *s.InferP90)
+	}
+	return fmt.Sprintf("task %s level %s K=%d: success %d/%d = %.1f%% (95%% CI %.1f–%.1f%%), mean length %.1f steps, %s, %s, safety stops:%s",
+		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, toSuccess, inference, trips)
 }
 
 func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 	s := evalSummary{Task: f.task, Level: f.level, Bundle: f.bundle, Steps: f.steps, Episodes: len(rs), Trips: trips, Results: rs}
 	total := 0
+	var toSuccess, inferMs []float64
 	for _, r := range rs {
 		if r.Success {
 			s.Successes++
+			if r.SuccessStep != nil {
+				toSuccess = append(toSuccess, float64(*r.SuccessStep))
+			}
 		}
 		total += r.Steps
+		inferMs = append(inferMs, r.inferMs...)
 	}
 	if len(rs) > 0 {
 		s.Rate = float64(s.Successes) / float64(len(rs))
 		s.MeanLen = float64(total) / float64(len(rs))
 	}
+	if len(toSuccess) > 0 {
+		m := mean(toSuccess)
+		s.MeanToSuccess, s.MedianToSuccess = &m, median(toSuccess)
+	}
+	s.InferP50, s.InferP90 = quantile(inferMs, 0.5), quantile(inferMs, 0.9)
 	s.Low, s.High = wilson(s.Successes, len(rs))
 	return s
+}
+
+// median is the middle value of v (the mean of the middle two for an even
+// count); nil for no values.
+func median(v []float64) *float64 {
+	if len(v) == 0 {
+		return nil
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
+	}
+	return &m
 }
 
 // wilson is the 95% Wilson score interval of k successes in n trials.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/jpeg"
 	"io"
 	"os"
@@ -20,6 +21,11 @@ import (
 // needs the project's Python environment: in CI (CI set) its absence fails
 // the test, locally it skips.
 func startTestBridge(t *testing.T) (*bridge, string) {
+	return startTestBridgeWith(t, nil)
+}
+
+// startTestBridgeWith is startTestBridge with the options changed by edit.
+func startTestBridgeWith(t *testing.T, edit func(*bridgeOptions)) (*bridge, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the Meta-World bridge")
@@ -33,8 +39,12 @@ func startTestBridge(t *testing.T) (*bridge, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	b, err := startBridge(ctx, bridgeOptions{root: root, task: "button-press", level: "0", seed: 3,
-		mapFile: filepath.Join(root, simMapFile), lockstep: true, camera: "96x96", log: io.Discard})
+	o := bridgeOptions{root: root, task: "button-press", level: "0", seed: 3,
+		mapFile: filepath.Join(root, simMapFile), lockstep: true, camera: "96x96", log: io.Discard}
+	if edit != nil {
+		edit(&o)
+	}
+	b, err := startBridge(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,10 +156,12 @@ func TestBridgeCameraDecodes(t *testing.T) {
 	}
 }
 
-// TestSimEvalEpisode runs a short closed-loop episode through the whole
+// TestSimEvalEpisode runs two short closed-loop episodes through the whole
 // stack — bridge camera → runtime → policy (the shipped bundle on ONNX
 // Runtime) → safety → Modbus → Meta-World — with the evaluation command.
-// It checks the pipeline, not the success rate.
+// It checks the pipeline and the report, not the success rate: each
+// episode samples with its own seed, the measured inference latency is
+// reported, and an episode's normal end logs no warning.
 func TestSimEvalEpisode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closed-loop episode")
@@ -165,28 +177,142 @@ func TestSimEvalEpisode(t *testing.T) {
 	scores, summary := filepath.Join(dir, "scores.jsonl"), filepath.Join(dir, "summary.json")
 	var out, errb bytes.Buffer
 	t.Setenv("ENERGYFLOW_ROOT", root)
-	code := realMain([]string{"sim", "eval", "--task", "button-press", "--episodes", "1", "--max-steps", "25",
+	const maxSteps = 15
+	code := realMain([]string{"sim", "eval", "--task", "button-press", "--episodes", "2", "--max-steps", fmt.Sprint(maxSteps),
 		"--seed", "100", "--rate", "5", "--scores", scores, "--json", summary}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("sim eval exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "task button-press level 0") {
-		t.Fatalf("no summary line:\n%s", out.String())
+	for _, want := range []string{"task button-press level 0", "inference p50 ", "steps to success"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary line lacks %q:\n%s", want, out.String())
+		}
 	}
-	var s evalSummary
+	// The harness ends every episode on purpose: no warnings for that.
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if (strings.Contains(line, "level=WARN") && strings.Contains(line, "by runtime: shutdown")) ||
+			(strings.Contains(line, "WARNING") && strings.Contains(line, "heartbeat lapsed")) {
+			t.Errorf("normal episode end logged as a warning: %s", line)
+		}
+	}
 	data, err := os.ReadFile(summary)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var s evalSummary
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Episodes != 1 || len(s.Results) != 1 || s.Results[0].Steps < 5 {
-		t.Fatalf("episode did not run: %+v\n%s", s, errb.String())
+	if s.Episodes != 2 || len(s.Results) != 2 {
+		t.Fatalf("want 2 episodes: %s\n%s", data, errb.String())
+	}
+	if s.MaxSteps != maxSteps {
+		t.Errorf("summary max_steps = %d, want %d (scripts/evaluate.sh keeps a cell only under the same limit)", s.MaxSteps, maxSteps)
+	}
+	for i, r := range s.Results {
+		if r.Steps < 5 || r.Steps > maxSteps {
+			t.Errorf("episode %d: %d steps, want 5..%d (the bridge truncates at --max-steps)", i, r.Steps, maxSteps)
+		}
+		if want := uint64(100 + i); r.PolicySeed != want || r.Seed != 100+i {
+			t.Errorf("episode %d: policy seed %d, scene seed %d; want both %d", i, r.PolicySeed, r.Seed, want)
+		}
+		if r.Inferences == 0 || r.InferP50 == nil || *r.InferP50 <= 0 {
+			t.Errorf("episode %d: %d inferences, p50 %v ms: want the measured latency", i, r.Inferences, r.InferP50)
+		}
+		if r.End == "" {
+			t.Errorf("episode %d: no end reason", i)
+		}
+	}
+	if s.InferP50 == nil || *s.InferP50 <= 0 || s.InferP90 == nil || *s.InferP90 < *s.InferP50 {
+		t.Errorf("cell inference p50 %v, p90 %v ms", s.InferP50, s.InferP90)
+	}
+	if s.Successes == 0 && !bytes.Contains(data, []byte(`"mean_steps_to_success": null`)) {
+		t.Errorf("no success, but mean_steps_to_success is not null:\n%s", data)
 	}
 	lines, err := os.ReadFile(scores)
-	if err != nil || bytes.Count(lines, []byte("\n")) < 5 || !bytes.Contains(lines, []byte(`"energy":`)) {
+	if err != nil || bytes.Count(lines, []byte("\n")) < 10 || !bytes.Contains(lines, []byte(`"energy":`)) {
 		t.Fatalf("per-tick scores missing (%v):\n%.500s", err, lines)
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		var tick struct {
+			Episode    int     `json:"episode"`
+			PolicySeed *uint64 `json:"policy_seed"`
+		}
+		if err := json.Unmarshal(l, &tick); err != nil || tick.PolicySeed == nil || *tick.PolicySeed != uint64(100+tick.Episode) {
+			t.Fatalf("score line without the episode's policy seed (%v): %s", err, l)
+		}
+	}
+}
+
+// TestSimDemoLevelSwitch checks the demo's two printed ways to change the
+// OOD level against a real bridge: the pending level is taken by the
+// demo's next episode (demoNextEpisode, as its auto-reset loop calls it),
+// and "now" starts an episode at that level at once.
+func TestSimDemoLevelSwitch(t *testing.T) {
+	b, root := startTestBridgeWith(t, func(o *bridgeOptions) { o.maxSteps = 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := actuators.DefaultConfig()
+	cfg.Address, cfg.Map, cfg.Timeout = b.Modbus, filepath.Join(root, simMapFile), 2*time.Second
+	arm, err := actuators.Open(cfg, actuators.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arm.Close()
+	if err := arm.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := arm.Enable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	post := func(h levelHint) episode {
+		t.Helper()
+		var body map[string]any
+		if err := json.Unmarshal([]byte(h.body), &body); err != nil {
+			t.Fatalf("hint %q: body %s is not JSON: %v", h.what, h.body, err)
+		}
+		var ep episode
+		if err := b.do(ctx, "POST", "/episode/level", body, &ep); err != nil {
+			t.Fatalf("hint %q: %v", h.what, err)
+		}
+		return ep
+	}
+	hints := demoLevelHints()
+	if len(hints) != 2 {
+		t.Fatalf("%d level hints, want next-episode and at-once", len(hints))
+	}
+
+	// From the next episode on.
+	ep := post(hints[0])
+	if ep.Level != "0" || ep.PendingLevel != "L" {
+		t.Fatalf("after %s: level %q pending %q, want 0 and L", hints[0].body, ep.Level, ep.PendingLevel)
+	}
+	if ep, reset, err := demoNextEpisode(ctx, b); err != nil || reset || ep.Level != "0" {
+		t.Fatalf("episode still running: reset %v, level %q, err %v; want no reset", reset, ep.Level, err)
+	}
+	for i := 0; i < 3; i++ { // the bridge truncates at 3 steps: the episode ends
+		if err := arm.Command(ctx, actuators.Command{Velocity: []float64{0, 0, 0}, Gripper: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep, reset, err := demoNextEpisode(ctx, b)
+	if err != nil || !reset {
+		t.Fatalf("ended episode: reset %v, err %v; want a new episode", reset, err)
+	}
+	if ep.Level != "L" || ep.PendingLevel != "" || ep.Seed != 4 || ep.Step != 0 || ep.Task != "button-press" {
+		t.Fatalf("new episode %+v, want button-press level L seed 4 step 0, nothing pending", ep)
+	}
+
+	// At once.
+	if _, err := b.Reset(ctx, "", "0", 10, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := arm.Command(ctx, actuators.Command{Velocity: []float64{0, 0, 0}, Gripper: -1}); err != nil {
+		t.Fatal(err)
+	}
+	ep = post(hints[1])
+	if ep.Level != "L" || ep.Step != 0 || ep.Seed != 11 || ep.PendingLevel != "" {
+		t.Fatalf("after %s: %+v, want level L, step 0, seed 11 at once", hints[1].body, ep)
 	}
 }
 

@@ -35,6 +35,7 @@ type bridgeOptions struct {
 	seed     int
 	mapFile  string
 	lockstep bool
+	maxSteps int // episode length limit; 0: Meta-World's (500)
 	rateHz   float64
 	camera   string // "WxH"
 	log      io.Writer
@@ -79,6 +80,9 @@ func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
 		"--map", o.mapFile, "--level", o.level, "--seed", fmt.Sprint(o.seed)}
 	if o.camera != "" {
 		args = append(args, "--camera-size", o.camera)
+	}
+	if o.maxSteps > 0 {
+		args = append(args, "--max-steps", fmt.Sprint(o.maxSteps))
 	}
 	if o.lockstep {
 		args = append(args, "--lockstep")
@@ -159,13 +163,15 @@ func (b *bridge) Close() {
 
 // episode is the bridge's episode status.
 type episode struct {
-	Task    string  `json:"task"`
-	Level   string  `json:"level"`
-	Seed    int     `json:"seed"`
-	Step    int     `json:"step"`
-	Success bool    `json:"success"`
-	Return  float64 `json:"return"`
-	Done    bool    `json:"done"`
+	Task         string  `json:"task"`
+	Level        string  `json:"level"`
+	PendingLevel string  `json:"pending_level"` // level of the next reset ("": the current one)
+	Seed         int     `json:"seed"`
+	Step         int     `json:"step"`
+	Success      bool    `json:"success"`
+	SuccessStep  *int    `json:"success_step"` // step of the first success; nil: none yet
+	Return       float64 `json:"return"`
+	Done         bool    `json:"done"` // success or truncated at the step limit
 }
 
 func (b *bridge) do(ctx context.Context, method, path string, body any, out any) error {
@@ -197,14 +203,31 @@ func (b *bridge) do(ctx context.Context, method, path string, body any, out any)
 	return nil
 }
 
-// Reset starts a new episode; fault ("" for none, push or object) is injected from environment step faultStep.
+// Reset starts a new episode. An empty task or level keeps the current
+// task, and takes the pending level (SetLevel) or else the current one;
+// fault ("" for none, or one of simFaults) is injected from environment
+// step faultStep.
 func (b *bridge) Reset(ctx context.Context, task, level string, seed int, fault string, faultStep int) (episode, error) {
 	var ep episode
-	req := map[string]any{"task": task, "level": level, "seed": seed}
+	req := map[string]any{"seed": seed}
+	if task != "" {
+		req["task"] = task
+	}
+	if level != "" {
+		req["level"] = level
+	}
 	if fault != "" {
 		req["fault"], req["fault_step"] = fault, faultStep
 	}
 	err := b.do(ctx, http.MethodPost, "/episode/reset", req, &ep)
+	return ep, err
+}
+
+// SetLevel sets the OOD level of the next reset, or with now resets at
+// once at that level with the next seed (POST /episode/level, docs/sim.md).
+func (b *bridge) SetLevel(ctx context.Context, level string, now bool) (episode, error) {
+	var ep episode
+	err := b.do(ctx, http.MethodPost, "/episode/level", map[string]any{"level": level, "now": now}, &ep)
 	return ep, err
 }
 

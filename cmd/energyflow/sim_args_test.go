@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimBadArguments: a bad flag value is refused before the bridge
+// starts, with one line per mistake naming the value (and the valid ones),
+// and exit 2. No case here may reach the bridge: none needs .venv.
+func TestSimBadArguments(t *testing.T) {
+	root := moduleRoot(t)
+	empty := t.TempDir() // a checkout without trained bundles
+	tests := []struct {
+		name string
+		args []string
+		root string // ENERGYFLOW_ROOT; "": the repository
+		code int
+		want []string // each must appear in stderr
+		not  []string // none may appear
+	}{
+		{"unknown task", []string{"sim", "--task", "nonsense"}, "", exitUsage,
+			[]string{`--task "nonsense": unknown task; want one of button-press, drawer-open, assembly, bin-picking, hammer`}, nil},
+		{"unknown level", []string{"sim", "--level", "X"}, "", exitUsage,
+			[]string{`--level "X": unknown OOD level; want one of 0, S, M, L`}, nil},
+		{"eval: unknown task", []string{"sim", "eval", "--task", "push-back"}, "", exitUsage, []string{`--task "push-back"`}, nil},
+		{"eval: no steps", []string{"sim", "eval", "--max-steps", "0"}, "", exitUsage, []string{"--max-steps 0: must be at least 1"}, nil},
+		{"eval: negative steps", []string{"sim", "eval", "--max-steps", "-5"}, "", exitUsage, []string{"--max-steps -5: must be at least 1"}, nil},
+		{"eval: no episodes", []string{"sim", "eval", "--episodes", "0"}, "", exitUsage, []string{"--episodes 0: must be at least 1"}, nil},
+		{"eval: unknown fault", []string{"sim", "eval", "--fault", "earthquake"}, "", exitUsage,
+			[]string{`--fault "earthquake": unknown fault; want one of push, object, occlusion`}, nil},
+		{"eval: negative fault step", []string{"sim", "eval", "--fault", "push", "--fault-step", "-1"}, "", exitUsage, []string{"--fault-step -1"}, nil},
+		{"eval: every mistake at once", []string{"sim", "eval", "--episodes", "0", "--level", "XL", "--rate", "0"}, "", exitUsage,
+			[]string{"--episodes 0", `--level "XL"`, "--rate 0"}, nil},
+		{"negative seed", []string{"sim", "--seed", "-1"}, "", exitUsage, []string{"--seed -1"}, nil},
+		{"bad camera size", []string{"sim", "eval", "--camera-size", "96"}, "", exitUsage, []string{`--camera-size "96"`}, nil},
+		{"bundle state width", []string{"sim", "eval", "--bundle", filepath.Join(root, "runtime/testdata/simarm-vision-bundle")}, "", exitUsage,
+			[]string{"15-wide state input", "observation (39) or position,gripper (4)"}, nil},
+		{"no such bundle", []string{"sim", "--bundle", "bundles/nope"}, "", exitUsage,
+			[]string{"--bundle bundles/nope: no such folder"}, []string{"pass --bundle"}},
+		{"bundle is a file", []string{"sim", "eval", "--bundle", filepath.Join(root, "go.mod")}, "", exitUsage, []string{"not a folder"}, nil},
+		{"folder without manifest", []string{"sim", "--bundle", empty}, "", exitUsage, []string{"no manifest.json — is it an engine bundle?"}, nil},
+		{"shipped bundle not trained", []string{"sim", "eval", "--task", "hammer"}, empty, exitFailure,
+			[]string{"no bundle for task hammer", "or pass --bundle"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.root
+			if r == "" {
+				r = root
+			}
+			t.Setenv("ENERGYFLOW_ROOT", r)
+			var out, errb bytes.Buffer
+			code := realMain(tc.args, &out, &errb)
+			msg := errb.String()
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.code, msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, msg)
+				}
+			}
+			for _, n := range append(tc.not, "Traceback", "bridge:") {
+				if strings.Contains(msg, n) {
+					t.Errorf("stderr has %q:\n%s", n, msg)
+				}
+			}
+			// One line per mistake, each saying which command refused it.
+			lines := strings.Split(strings.TrimSpace(msg), "\n")
+			wantLines := 1
+			if strings.HasPrefix(tc.name, "eval: every mistake") {
+				wantLines = len(tc.want)
+			}
+			if len(lines) != wantLines {
+				t.Errorf("%d lines, want %d (one per mistake):\n%s", len(lines), wantLines, msg)
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "energyflow sim") {
+					t.Errorf("line %q does not name the command", l)
+				}
+			}
+		})
+	}
+}
+
+// TestSimFlagsNormalize: the Go check accepts what the bridge accepts
+// (sim/world.py normalize_task, sim/ood.py normalize_level) and passes it on
+// in the bridge's spelling.
+func TestSimFlagsNormalize(t *testing.T) {
+	tests := []struct{ task, level, wantTask, wantLevel string }{
+		{"button-press", "0", "button-press", "0"},
+		{"Drawer-Open", "m", "drawer-open", "M"},
+		{" hammer-v3 ", " l ", "hammer", "L"},
+	}
+	for _, tc := range tests {
+		f := simFlags{task: tc.task, level: tc.level, rate: 10, camera: "96x96"}
+		if err := f.validate(); err != nil || f.task != tc.wantTask || f.level != tc.wantLevel {
+			t.Errorf("validate(%q, %q) = %q, %q, %v; want %q, %q", tc.task, tc.level, f.task, f.level, err, tc.wantTask, tc.wantLevel)
+		}
+	}
+}
+
+// TestEpisodeConfigSeedsTheSampler: every episode samples with its own
+// noise seed, --seed + episode index, as its scene does.
+func TestEpisodeConfigSeedsTheSampler(t *testing.T) {
+	root := moduleRoot(t)
+	e := evalFlags{simFlags: simFlags{task: "button-press", level: "0", seed: 1000, rate: 20, camera: "96x96"}, episodes: 3, maxSteps: 500}
+	if err := e.prepare(root); err != nil {
+		t.Fatal(err)
+	}
+	addr := &bridge{Modbus: "127.0.0.1:5020", HTTP: "127.0.0.1:8090"} // addresses only: nothing is contacted
+	seen := map[uint64]int{}
+	for idx, want := range []uint64{1000, 1001, 1002} {
+		cfg, err := episodeConfig(root, &e, addr, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Policy.Seed != want {
+			t.Errorf("episode %d: policy.seed %d, want %d", idx, cfg.Policy.Seed, want)
+		}
+		if prev, dup := seen[cfg.Policy.Seed]; dup {
+			t.Errorf("episodes %d and %d share sampler seed %d", prev, idx, cfg.Policy.Seed)
+		}
+		seen[cfg.Policy.Seed] = idx
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	step := func(n int) *int { return &n }
+	f := simFlags{task: "button-press", level: "0", steps: 20}
+	tests := []struct {
+		name                       string
+		results                    []evalResult
+		meanTo, medianTo, p50, p90 any // nil or float64
+		text                       []string
+	}{
+		{"successes only count for steps to success", []evalResult{
+			{Success: true, SuccessStep: step(40), Steps: 45, inferMs: []float64{10, 20}},
+			{Success: true, SuccessStep: step(100), Steps: 104, inferMs: []float64{30}},
+			{Success: true, SuccessStep: step(70), Steps: 71, inferMs: []float64{40}},
+			{Success: false, Steps: 500, inferMs: []float64{50}},
+		}, 70.0, 70.0, 30.0, 50.0, []string{"success 3/4", "steps to success mean 70.0 median 70", "inference p50 30.0 ms p90 50.0 ms"}},
+		{"even count: median between the middle two", []evalResult{
+			{Success: true, SuccessStep: step(10), inferMs: []float64{5}},
+			{Success: true, SuccessStep: step(30), inferMs: []float64{5}},
+		}, 20.0, 20.0, 5.0, 5.0, []string{"mean 20.0 median 20"}},
+		{"no success, no inference: null", []evalResult{{Steps: 500}}, nil, nil, nil, nil,
+			[]string{"steps to success: no success", "inference p50: none"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := summarize(f, tc.results, map[string]int{})
+			for _, c := range []struct {
+				name string
+				got  *float64
+				want any
+			}{{"mean_steps_to_success", s.MeanToSuccess, tc.meanTo}, {"median_steps_to_success", s.MedianToSuccess, tc.medianTo},
+				{"inference_p50_ms", s.InferP50, tc.p50}, {"inference_p90_ms", s.InferP90, tc.p90}} {
+				switch {
+				case c.want == nil && c.got != nil:
+					t.Errorf("%s = %v, want null", c.name, *c.got)
+				case c.want != nil && (c.got == nil || *c.got != c.want.(float64)):
+					t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+				}
+			}
+			for _, w := range tc.text {
+				if !strings.Contains(s.String(), w) {
+					t.Errorf("summary line lacks %q: %s", w, s.String())
+				}
+			}
+			data, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range []string{"mean_steps_to_success", "median_steps_to_success", "inference_p50_ms", "inference_p90_ms"} {
+				if !bytes.Contains(data, []byte(`"`+key+`":`)) {
+					t.Errorf("JSON lacks %s: %s", key, data)
+				}
+			}
+		})
+	}
+}
+
+// TestEpisodeEndHandler: the runtime's stop at shutdown (how the harness
+// ends every episode) is logged at info; real stops stay warnings.
+func TestEpisodeEndHandler(t *testing.T) {
+	stop := func(reason, actor, msg string) []any {
+		return []any{"reason", reason, "tick", int64(25), "message", msg, "actor", actor}
+	}
+	tests := []struct {
+		name  string
+		msg   string
+		attrs []any
+		want  string // "": not logged at level warn
+	}{
+		{"shutdown stop", "safety: stop", stop("operator", "runtime", "operator stop by runtime: shutdown"), ""},
+		{"operator's STOP button", "safety: stop", stop("operator", "viewer", "operator stop by viewer: STOP"), "level=WARN"},
+		{"energy trip", "safety: stop", stop("energy", "", "energy 900 > 432"), "level=WARN"},
+		{"other warning", "inference failed", nil, "level=WARN"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, lvl := range []slog.Level{slog.LevelWarn, slog.LevelInfo} {
+				var buf bytes.Buffer
+				log := slog.New(episodeEndHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: lvl})}).With("part", "safety")
+				log.Warn(tc.msg, tc.attrs...)
+				want := tc.want
+				if lvl == slog.LevelInfo && want == "" {
+					want = "level=INFO" // demoted, still there with -v
+				}
+				if got := buf.String(); (want == "") != (got == "") || !strings.Contains(got, want) || !strings.Contains(got, "part=safety") && got != "" {
+					t.Errorf("handler level %v: logged %q, want %q", lvl, got, want)
+				}
+			}
+		})
+	}
+}
