@@ -84,6 +84,16 @@ class Episode:
     fault_step: int
     ticks: List[Tuple[int, str, Optional[float], Optional[float]]] = field(default_factory=list)
     seed: Optional[int] = None
+    #: environment step at which the simulator first reported success (None:
+    #: not recorded, cells from before the bridge reported it)
+    success_step: Optional[int] = None
+
+    def steps_to_success(self) -> Optional[int]:
+        """Steps until success (the simulator's success step, else the episode
+        length), None for a failure."""
+        if not self.success:
+            return None
+        return self.success_step if self.success_step is not None else self.steps
 
     def running(self) -> List[Tuple[int, Optional[float], Optional[float]]]:
         """RUNNING ticks, plus the tick that ended a RUNNING stretch: the gate's
@@ -140,7 +150,7 @@ def load(d: Path) -> List[Cell]:
             continue
         s = json.loads(js.read_text())
         eps = [Episode(bool(r["success"]), int(r["steps"]), r.get("stop_kind", ""), int(r.get("fault_step", 0)),
-                       seed=r.get("seed")) for r in s.get("results", [])]
+                       seed=r.get("seed"), success_step=r.get("success_step")) for r in s.get("results", [])]
         jl = js.with_suffix(".jsonl")
         if jl.exists():
             for line in jl.read_text().splitlines():
@@ -184,8 +194,8 @@ def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optiona
 
 
 def success_table(cells: List[Cell]) -> str:
-    rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | paper (level 0) | safety stops |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | steps to success (median) | paper (level 0) | safety stops |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     key = POLICY_ORDER
     for c in sorted((c for c in cells if not c.fault),
                     key=lambda c: (key.get(c.policy, 9), TASKS.index(c.task) if c.task in TASKS else 9,
@@ -195,8 +205,10 @@ def success_table(cells: List[Cell]) -> str:
         lo, hi = wilson(k, n)
         paper = PAPER.get(c.policy, {}).get(c.task) if c.level == "0" else None
         trips = ", ".join(f"{a}={b}" for a, b in sorted(c.summary.get("trips", {}).items())) or "none"
+        sts = median_steps(c.episodes)
         rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | "
                     f"{100 * k / max(n, 1):.0f}% | {100 * lo:.0f}–{100 * hi:.0f}% | {n} | "
+                    f"{'–' if sts is None else f'{sts:.0f}'} | "
                     f"{'' if paper is None else f'{paper:.1f}%'} | {trips} |")
     return "\n".join(rows)
 
@@ -484,15 +496,58 @@ def _vision_ms(bench: dict) -> str:
     return ", ".join(f"{x['p50_ms']:.2f}" for x in v) or "–"
 
 
-def rollout_table(d: Path) -> str:
-    """training/scripts/rollout.py results: the policy alone, no runtime."""
-    rows = ["| policy | task | sampler steps | success (no runtime) | 95% CI |", "|---|---|---|---|---|"]
+def median_steps(eps: Sequence[Episode]) -> Optional[float]:
+    """Median steps to success over the successful episodes (None: none)."""
+    v = [e.steps_to_success() for e in eps if e.success]
+    return float(np.median(v)) if v else None
+
+
+#: rollout_<policy>_<task>_<level>_K<k>.json (older runs: rollout_<policy>_<task>_K<k>.json, level 0)
+ROLLOUT = re.compile(r"^rollout_(?P<policy>[a-z]+)_(?P<task>[a-z-]+?)(?:_(?P<level>[0SML]))?_K(?P<k>\d+)$")
+
+
+def load_rollouts(d: Path) -> List[Cell]:
+    """training/scripts/rollout.py results as cells (no ticks, no faults)."""
+    out = []
     for p in sorted(d.glob("rollout_*.json")):
+        m = ROLLOUT.match(p.stem)
+        if not m:
+            continue
         s = json.loads(p.read_text())
-        pol, k = p.stem.split("_")[1], p.stem.rsplit("_K", 1)[1]
-        lo, hi = wilson(s["successes"], s["episodes"])
-        rows.append(f"| {POLICY_NAMES.get(pol, pol)} | {s['task']} | {k} | {s['successes']}/{s['episodes']} | "
-                    f"{100 * lo:.0f}–{100 * hi:.0f}% |")
+        eps = [Episode(bool(r["success"]), int(r["steps"]), "", 0, seed=r.get("seed"),
+                       success_step=r.get("success_step")) for r in s.get("results", [])]
+        out.append(Cell(m["policy"], m["task"], m["level"] or "0", int(m["k"]), "", s, eps))
+    return out
+
+
+def rollout_table(d: Path, cells: Optional[List[Cell]] = None) -> str:
+    """The policy alone (rollout.py, no runtime) beside the same policy through
+    the runtime on the same seeds: success each way, the difference in points,
+    and steps to success (median over each side's successes, and the median
+    per-seed difference over the seeds both solved)."""
+    rows = ["| policy | task | level | sampler steps | success, no runtime | 95% CI | through the runtime | "
+            "runtime − direct (points) | steps to success, direct / runtime | extra steps per success (paired median) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    by_key = {(c.policy, c.task, c.level, c.k): c for c in (cells or []) if not c.fault}
+    for r in load_rollouts(d):
+        n, k = len(r.episodes), sum(e.success for e in r.episodes)
+        lo, hi = wilson(k, n)
+        rt = by_key.get((r.policy, r.task, r.level, r.k))
+        rt_cell = diff = paired = "–"
+        sd, srt = median_steps(r.episodes), None
+        if rt is not None:
+            kr, nr = sum(e.success for e in rt.episodes), len(rt.episodes)
+            rt_cell = f"{kr}/{nr}"
+            diff = f"{100 * (kr / max(nr, 1) - k / max(n, 1)):+.0f}"
+            srt = median_steps(rt.episodes)
+            direct = {e.seed: e for e in r.episodes if e.success and e.seed is not None}
+            both = [e.steps_to_success() - direct[e.seed].steps_to_success()
+                    for e in rt.episodes if e.success and e.seed in direct]
+            if both:
+                paired = f"{np.median(both):+.0f} (n = {len(both)})"
+        steps = f"{'–' if sd is None else f'{sd:.0f}'} / {'–' if srt is None else f'{srt:.0f}'}"
+        rows.append(f"| {POLICY_NAMES.get(r.policy, r.policy)} | {r.task} | {r.level} | {r.k} | {k}/{n} | "
+                    f"{100 * lo:.0f}–{100 * hi:.0f}% | {rt_cell} | {diff} | {steps} | {paired} |")
     return "\n".join(rows) if len(rows) > 2 else "(no rollouts)"
 
 
@@ -604,8 +659,8 @@ def main() -> None:
     figs = plots(cells, Path(a.img))
     md = "\n\n".join([
         "## Closed-loop success (RQ1, RQ4)", success_table(cells),
-        "### The policy alone (reference sampler straight on Meta-World, same seeds, no runtime)",
-        rollout_table(Path(a.dir)),
+        "### The policy alone (reference sampler straight on Meta-World, same seeds, no runtime) and through the runtime",
+        rollout_table(Path(a.dir), cells),
         "### Success by where the scene is (level 0; distance of the randomized positions from their mean, sim.positions)", position_table(cells, Path(a.dir)),
         "## Safety monitor (energy of the committed chunk)", st,
         "### What each fault changed (same seeds, with and without it)", fault_outcome_table(cells),

@@ -13,9 +13,10 @@
 #
 # --preset cpu10 is the grid docs/evaluation.md reports (10 episodes per cell,
 # what a 2-core machine runs in about an hour): every task at level 0 with
-# EnergyFlow (K = 10, 20) and Diffusion Policy; button-press and drawer-open
-# at S/M/L and under both faults; LeRobot and the direct rollouts on
-# button-press. Cells already in the output directory are kept.
+# EnergyFlow (K = 10, 20) and Diffusion Policy, with their direct rollouts;
+# button-press and drawer-open at S/M/L and under both faults; LeRobot on
+# button-press. Cells already in the output directory are kept when they were
+# measured under the current protocol (below).
 # --preset cpu50 is the 50-episode grid of docs/evaluation-results-50.md
 # (build/eval50; about 10 min per cell on 2 cores; the published cells ran as
 # two evaluate.sh processes with different --tasks sharing --out): every
@@ -25,6 +26,10 @@
 # task and at S/M/L on ButtonPress and DrawerOpen. Cells already in
 # build/eval50 are kept, so an interrupted run resumes where it stopped.
 #
+# Protocol: up to --max-steps (500, the official Meta-World evaluation's
+# limit) environment steps per episode; episode i uses scene seed --seed+i
+# and sampler seed --seed+i (recorded as policy_seed), so episodes are
+# independent; steps to success come from the simulator's success step.
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
 # diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
 # DDIM with its manifest's 20 steps); image runs bundles/metaworld-<task>-image
@@ -35,9 +40,11 @@
 # with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
 # at level 0 with the first K, injected at environment step 30; --fault-step N
 # injects them at step N instead and names those cells <fault>-at<N>. Rollouts:
-# the first task's bundles through the reference samplers straight on
+# every task's bundles at level 0 through the reference samplers straight on
 # Meta-World, no runtime (training/scripts/rollout.py), EnergyFlow at each
-# K of --rollouts and Diffusion Policy at 20.
+# K of --rollouts and Diffusion Policy at 20, on the runtime cells' seeds
+# (rollout_<policy>_<task>_0_K<k>.json); the report pairs them with the
+# runtime cells.
 # Every cell uses the same episode seeds (--seed, --seed+1, ...).
 #
 # Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>[-at<N>]].{json,jsonl,log} and
@@ -55,7 +62,7 @@ cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
-maxsteps=200; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1
+maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -63,11 +70,11 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu10 ]; then
   shift 2
   all="button-press drawer-open assembly bin-picking hammer"
   # extra arguments (--publish, --no-bench) go to every part of the grid
-  "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts "" "$@"
+  "$0" --episodes 10 --tasks "$all" --levels 0 --steps "20 10" --policies "energyflow diffusion" --faults "" --rollouts 20 "$@"
   "$0" --episodes 10 --tasks "button-press drawer-open" --levels "S M L" --steps 20 --policies "energyflow diffusion" \
     --faults "push object" --fault-tasks "button-press drawer-open" --rollouts "" "$@"
   exec "$0" --episodes 10 --tasks button-press --levels "0 S M L" --steps 20 --policies lerobot --faults "" \
-    --rollouts "10 20 50" "$@"
+    --rollouts "" "$@"
 fi
 if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   shift 2
@@ -75,7 +82,7 @@ if [ "${1:-}" = --preset ] && [ "${2:-}" = cpu50 ]; then
   e50=(--episodes 50 --out build/eval50 --rollouts "")
   # extra arguments (--publish, --no-bench) go to every part of the grid
   "$0" "${e50[@]}" --tasks "$all" --levels "0 S M L" --steps "20 10" --policies "energyflow diffusion" \
-    --faults "push object" --fault-tasks "$all" "$@"
+    --faults "push object" --fault-tasks "$all" --rollouts 20 "$@"
   "$0" "${e50[@]}" --tasks button-press --levels "0 S M L" --steps 20 --policies image --faults "" \
     --image-faults occlusion --fault-tasks button-press "$@"
   "$0" "${e50[@]}" --tasks button-press --levels 0 --steps 20 --policies image --faults "" \
@@ -110,11 +117,26 @@ done
 make --no-print-directory build >/dev/null
 mkdir -p "$out"
 
-# run NAME EXTRA_ARGS...: one cell; a cell already on disk with as many episodes is kept
+# current FILE: a cell (or rollout) already on disk was measured under this
+# protocol: as many episodes, the same step limit, and a sampler seed of its
+# own per episode (results[].policy_seed; cells from before that protocol
+# shared one sampler stream across episodes and are run again)
+current() {
+  [ -f "$1" ] && .venv/bin/python - "$1" "$episodes" "$maxsteps" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s.get("results") or [{}]
+ok = (s.get("episodes") == int(sys.argv[2]) and s.get("max_steps") == int(sys.argv[3])
+      and all("policy_seed" in x for x in r))
+sys.exit(0 if ok else 1)
+PY
+}
+
+# run NAME EXTRA_ARGS...: one cell; a current cell already on disk is kept
 run() {
   local name=$1; shift
   local base=$out/$name
-  if [ -f "$base.json" ] && [ "$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["episodes"])' "$base.json")" = "$episodes" ]; then
+  if current "$base.json"; then
     echo "kept   $name"; return
   fi
   echo "run    $name"
@@ -137,7 +159,7 @@ lerobot() {
   fi
   for level in $levels; do
     local name=lerobot_${task}_${level}_K20
-    if [ -f "$out/$name.json" ] && [ "$(.venv/bin/python -c 'import json,sys; print(json.load(open(sys.argv[1]))["episodes"])' "$out/$name.json")" = "$episodes" ]; then
+    if current "$out/$name.json"; then
       echo "kept   $name"; continue
     fi
     echo "run    $name"
@@ -187,17 +209,31 @@ for task in $tasks; do
   esac
 done
 
-# Direct rollouts (no runtime) on the first task: policy vs what the runtime adds.
-task=${tasks%% *}
-for k in $rollouts; do
-  f=$out/rollout_energyflow_${task}_K$k.json
-  [ -f "$f" ] || .venv/bin/python training/scripts/rollout.py "bundles/metaworld-$task" --task "$task" --steps "$k" \
-    --episodes "$episodes" --seed "$seed" --max-steps "$maxsteps" --json "$f" > /dev/null 2>&1
-done
-if [ -n "$rollouts" ] && [ -f "bundles/metaworld-$task-dp/manifest.json" ]; then
-  f=$out/rollout_diffusion_${task}_K20.json
-  [ -f "$f" ] || .venv/bin/python training/scripts/rollout.py "bundles/metaworld-$task-dp" --task "$task" \
-    --episodes "$episodes" --seed "$seed" --max-steps "$maxsteps" --json "$f" > /dev/null 2>&1
+# Direct rollouts (no runtime) at level 0 on every task, same seeds and step
+# limit as the runtime cells: the policy alone vs what the runtime adds
+# (eval_report.py pairs them with the runtime cells). EnergyFlow at each K of
+# --rollouts, Diffusion Policy at 20 (its manifest's DDIM steps).
+rollout() {
+  local f=$1 bundle=$2 task=$3; shift 3
+  if current "$f"; then echo "kept   $(basename "$f" .json)"; return; fi
+  echo "run    $(basename "$f" .json)"
+  .venv/bin/python training/scripts/rollout.py "$bundle" --task "$task" --level 0 --episodes "$episodes" \
+    --seed "$seed" --max-steps "$maxsteps" --json "$f" "$@" > "${f%.json}.log" 2>&1 || {
+      echo "evaluate.sh: $(basename "$f") failed, see ${f%.json}.log" >&2; tail -n 5 "${f%.json}.log" >&2; exit 1; }
+  tail -n 1 "${f%.json}.log"
+}
+if [ -n "$rollouts" ]; then
+  for task in $tasks; do
+    case " $policies " in *" energyflow "*)
+      [ ! -f "bundles/metaworld-$task/manifest.json" ] || for k in $rollouts; do
+        rollout "$out/rollout_energyflow_${task}_0_K$k.json" "bundles/metaworld-$task" "$task" --steps "$k"
+      done ;;
+    esac
+    case " $policies " in *" diffusion "*)
+      [ ! -f "bundles/metaworld-$task-dp/manifest.json" ] ||
+        rollout "$out/rollout_diffusion_${task}_0_K20.json" "bundles/metaworld-$task-dp" "$task" ;;
+    esac
+  done
 fi
 
 # Inference latency per policy (RQ6, Table 7 analog): whole samples, batch 1,

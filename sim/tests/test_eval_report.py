@@ -188,3 +188,32 @@ def test_energy_of_the_late_phase_of_failures(tmp_path):
     table, _ = er.reward_cell_table(er.load(tmp_path))
     row = next(r for r in table.splitlines() if "| L |" in r)
     assert row.endswith("| 300 | -200 |")
+
+
+def test_steps_to_success_prefer_the_simulators_success_step():
+    assert er.Episode(True, 80, "", 0, success_step=74).steps_to_success() == 74
+    assert er.Episode(True, 80, "", 0).steps_to_success() == 80      # older cells: the episode length
+    assert er.Episode(False, 500, "", 0, success_step=None).steps_to_success() is None
+    assert er.median_steps([er.Episode(True, 9, "", 0, success_step=s) for s in (70, 90)]
+                           + [er.Episode(False, 500, "", 0)]) == 80
+    assert er.median_steps([er.Episode(False, 500, "", 0)]) is None
+
+
+def test_rollouts_are_paired_with_the_runtime_cell_seed_by_seed(tmp_path):
+    rt = [{"seed": 1000, "success": True, "steps": 84, "success_step": 80},
+          {"seed": 1001, "success": True, "steps": 99, "success_step": 95},
+          {"seed": 1002, "success": False, "steps": 500}]
+    _write(tmp_path, "diffusion_assembly_0_K20", rt, [])
+    direct = [{"seed": 1000, "success": True, "steps": 70, "success_step": 70},
+              {"seed": 1001, "success": False, "steps": 500, "success_step": None},
+              {"seed": 1002, "success": True, "steps": 60, "success_step": 60}]
+    (tmp_path / "rollout_diffusion_assembly_0_K20.json").write_text(json.dumps({"episodes": 3, "results": direct}))
+    # an older rollout name (no level) still loads, as level 0, unpaired
+    (tmp_path / "rollout_energyflow_assembly_K10.json").write_text(json.dumps({"episodes": 1, "results": direct[:1]}))
+    t = er.rollout_table(tmp_path, er.load(tmp_path))
+    def cols(k):
+        row = next(r for r in t.splitlines() if f"| assembly | 0 | {k} |" in r)
+        return [c.strip() for c in row.strip().strip("|").split("|")][4:]
+    # seed 1000 solved both ways (80 vs 70 steps); 1001 only through the runtime, 1002 only directly
+    assert cols(20) == ["2/3", "21–94%", "2/3", "+0", "65 / 88", "+10 (n = 1)"]
+    assert cols(10) == ["1/1", "21–100%", "–", "–", "70 / –", "–"]

@@ -9,7 +9,7 @@ It runs in its own virtual environment (lerobot pins torch < 2.11):
         --data build/demos/button-press.hdf5 --out build/lerobot/button-press --steps 2000
     build/lerobot-venv/bin/python training/scripts/lerobot_baseline.py eval \\
         --policy build/lerobot/button-press --task button-press --level 0 --episodes 10 \\
-        --seed 1000 --max-steps 200 --json build/eval/lerobot_button-press_0_K20.json
+        --seed 1000 --max-steps 500 --json build/eval/lerobot_button-press_0_K20.json
 
 What is LeRobot's: the policy (`DiffusionPolicy`: its U-Net, FiLM, its
 DDPM/DDIM schedulers from diffusers, its loss, its action queue in
@@ -160,10 +160,12 @@ def evaluate(a: argparse.Namespace) -> None:
                     infer_ms.append(1000 * (time.perf_counter() - t0))
             o = w.step(np.asarray(act).reshape(-1)).obs
             steps += 1
-        results.append({"episode": ep, "seed": seed, "success": bool(w.success), "steps": steps, "return": w.ret})
+        results.append({"episode": ep, "seed": seed, "policy_seed": seed, "success": bool(w.success), "steps": steps,
+                        "success_step": w.success_step, "return": w.ret})
         print(f"episode {ep} seed {seed}: success={w.success} steps={steps}", flush=True)
     k = sum(r["success"] for r in results)
-    s = {"task": a.task, "level": a.level, "bundle": a.policy, "steps_k": 20, "episodes": len(results),
+    s = {"task": a.task, "level": a.level, "bundle": a.policy, "steps_k": 20, "max_steps": a.max_steps,
+         "episodes": len(results),
          "successes": k, "success_rate": k / max(1, len(results)), "trips": {}, "results": results,
          "implementation": "lerobot==0.4.4 DiffusionPolicy (DDIM 20), no runtime",
          "inference_p50_ms": float(np.median(infer_ms)) if infer_ms else None,
@@ -190,7 +192,7 @@ def main() -> None:
     e.add_argument("--level", default="0")
     e.add_argument("--episodes", type=int, default=10)
     e.add_argument("--seed", type=int, default=1000)
-    e.add_argument("--max-steps", type=int, default=200)
+    e.add_argument("--max-steps", type=int, default=500)
     e.add_argument("--threads", type=int, default=1)
     e.add_argument("--json", default="")
     e.set_defaults(func=evaluate)

@@ -1,0 +1,165 @@
+"""A bundle as a policy, outside the runtime: its reference sampler planning
+action chunks from an observation history, closed-loop rollouts straight on
+Meta-World, and the smoothness of its chunks against the demonstrations.
+
+This is what ``training/scripts/rollout.py`` and ``energyflow gate`` run.
+Diffusion Policy's receding horizon, without latency: plan a chunk from the
+last T_o observations, execute ``actions[T_o−1 : T_o−1+T_a]``, replan. No
+camera, no safety gate, no Modbus — beside ``energyflow sim eval`` on the
+same seeds it separates what the policy does from what the runtime adds.
+State bundles only (an image bundle needs the camera; use ``sim eval``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .bundle import read_manifest
+
+
+@dataclass
+class Planner:
+    """A bundle's reference sampler behind one call: ``plan(cond, z)`` →
+    un-standardized actions ``[B, T_p, D_a]``."""
+
+    manifest: Dict
+    plan: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    state_mean: np.ndarray
+    state_std: np.ndarray
+    action_std: np.ndarray
+
+    @property
+    def obs_horizon(self) -> int:
+        return int(self.manifest["obs_horizon"])
+
+    @property
+    def action_horizon(self) -> int:
+        return int(self.manifest["action_horizon"])
+
+    @property
+    def noise_shape(self) -> tuple:
+        return (int(self.manifest["pred_horizon"]), int(self.manifest["action_dim"]))
+
+    def cond(self, history: Sequence[np.ndarray]) -> np.ndarray:
+        """The conditioning vector ``[1, T_o·D_s]`` of the last T_o raw states (oldest first)."""
+        h = list(history)[-self.obs_horizon:]
+        return np.concatenate([(np.asarray(o, np.float32) - self.state_mean) / self.state_std
+                               for o in h]).astype(np.float32)[None]
+
+
+def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int = 1) -> Planner:
+    """The reference sampler of a state bundle (Algorithm 2 for energyflow,
+    DDIM for diffusion) on ONNX Runtime; ``steps`` overrides the manifest's."""
+    man = read_manifest(bundle)
+    if any(o["kind"] != "state" for o in man["obs"]):
+        raise ValueError(f"{bundle}: takes images; rollouts outside the runtime run state bundles only "
+                         "(use `energyflow sim eval`)")
+    st = next(o for o in man["obs"] if o["kind"] == "state")
+    mean = np.asarray(man["action_norm"]["mean"], np.float32)
+    std = np.asarray(man["action_norm"]["std"], np.float32)
+    sch = man["schedule"]
+    k = steps or man["sampler"]["steps"]
+    if man.get("policy") == "diffusion":
+        from .diffusion import OrtEps, ddim_sample
+
+        eps = OrtEps(Path(bundle) / man["graphs"]["eps"]["file"], threads=threads)
+        ac = np.asarray(sch["alphas_cumprod"], np.float64)
+
+        def plan(cond: np.ndarray, z: np.ndarray) -> np.ndarray:
+            return ddim_sample(eps, cond, z, ac, k, sch["clip_sample"], mean, std).actions
+    else:
+        from .config import Schedule
+        from .sampler import OrtEnergyGrad, sample
+
+        eg = OrtEnergyGrad(Path(bundle) / man["graphs"]["energy_grad"]["file"], threads=threads)
+        sc = Schedule(**{key: sch[key] for key in ("sigma_min", "sigma_max", "T", "gamma")})
+
+        def plan(cond: np.ndarray, z: np.ndarray) -> np.ndarray:
+            return sample(eg, cond, z, sc, k, mean, std).actions
+    return Planner(man, plan, np.asarray(st["norm"]["mean"], np.float32),
+                   np.asarray(st["norm"]["std"], np.float32), std)
+
+
+def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int = 500,
+            policy_seed: Optional[int] = None) -> Dict:
+    """One closed-loop episode on a ``sim.world.World``: scene ``seed``, sampler
+    noise from ``policy_seed`` (default: the scene seed). Returns success,
+    steps and the simulator's success step."""
+    To, Ta = planner.obs_horizon, planner.action_horizon
+    o = world.reset(level=level, seed=seed)
+    hist = [o] * To
+    ps = seed if policy_seed is None else policy_seed
+    rng = np.random.default_rng(ps)
+    steps = 0
+    while steps < max_steps and not world.success:
+        z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
+        actions = planner.plan(planner.cond(hist), z)
+        for act in actions[0, To - 1:To - 1 + Ta]:
+            o = world.step(act).obs
+            hist.append(o)
+            steps += 1
+            if world.success or steps >= max_steps:
+                break
+        hist = hist[-To:]
+    return {"seed": seed, "policy_seed": ps, "success": bool(world.success), "steps": steps,
+            "success_step": world.success_step}
+
+
+@dataclass
+class Smoothness:
+    """Roughness of executed action windows: the mean absolute step-to-step
+    change per action dimension in units of the data's action std (all
+    dimensions but the gripper), and the gripper command's sign flips per
+    window (the last dimension)."""
+
+    step_change: float
+    gripper_flips: float
+    windows: int
+
+
+def smoothness(chunks: np.ndarray, action_std: np.ndarray, gripper: bool = True) -> Smoothness:
+    """``chunks`` ``[N, T_a, D_a]`` executed windows (raw units)."""
+    c = np.asarray(chunks, np.float64)
+    std = np.maximum(np.asarray(action_std, np.float64), 1e-6)
+    d = np.abs(np.diff(c, axis=1)) / std
+    move = d[..., :-1] if gripper and c.shape[-1] > 1 else d
+    flips = 0.0
+    if gripper:
+        s = np.sign(c[..., -1])
+        flips = float(np.mean(np.sum((s[:, 1:] * s[:, :-1]) < 0, axis=1)))
+    return Smoothness(float(move.mean()), flips, int(c.shape[0]))
+
+
+def demo_windows(demos: Sequence, T_o: int, T_a: int, n: int, seed: int = 0) -> List[tuple]:
+    """Up to ``n`` (demo index, step) pairs with a full executed window after
+    the step, drawn uniformly over every demo step (seeded)."""
+    pairs = [(i, t) for i, d in enumerate(demos) for t in range(0, len(d.actions) - T_a + 1)]
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(pairs), size=min(n, len(pairs)), replace=False)
+    return [pairs[j] for j in sorted(pick)]
+
+
+def chunk_smoothness(planner: Planner, demos: Sequence, state_key: str = "state", n: int = 256,
+                     seed: int = 0, batch: int = 64) -> Dict[str, Smoothness]:
+    """The policy's executed windows vs the demonstrations' on the same
+    observation windows: ``{"policy": …, "demos": …}``."""
+    To, Ta = planner.obs_horizon, planner.action_horizon
+    pairs = demo_windows(demos, To, Ta, n, seed)
+    conds, demo_chunks = [], []
+    for i, t in pairs:
+        s = demos[i].obs[state_key]
+        hist = [s[max(0, t - To + 1 + j)] for j in range(To)]
+        conds.append(planner.cond(hist)[0])
+        demo_chunks.append(demos[i].actions[t:t + Ta])
+    conds_a = np.stack(conds)
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in range(0, len(conds_a), batch):
+        c = conds_a[b:b + batch]
+        z = rng.standard_normal((len(c),) + planner.noise_shape).astype(np.float32)
+        out.append(planner.plan(c, z)[:, To - 1:To - 1 + Ta])
+    return {"policy": smoothness(np.concatenate(out), planner.action_std),
+            "demos": smoothness(np.stack(demo_chunks), planner.action_std)}
