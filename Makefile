@@ -1,9 +1,11 @@
 # EnergyFlow Edge — build, test and demo entry points.
 #
-#   make demo    run the simulated robot demo on the embedded defaults
-#   make test    everything CI runs (Go with -race, Python, browser, fakes)
-#   make deps    install what the above need (called by both)
-#   make bench   the benchmarks that print tables
+#   make demo       run the simulated robot demo on the embedded defaults
+#   make test       everything CI runs (Go with -race, Python, browser, fakes)
+#   make deps-demo  install what the demo needs (simulator, no torch; called by demo)
+#   make deps       install everything: deps-demo + training toolkit and test
+#                   tools (called by test and bench)
+#   make bench      the benchmarks that print tables
 #
 # Package-specific targets live in mk/*.mk; each adds itself to
 # EXTRA_TESTS or EXTRA_BENCH.
@@ -17,14 +19,17 @@ export ENERGYFLOW_ROOT := $(CURDIR)
 
 -include mk/*.mk
 
-.PHONY: deps demo test test-go test-py lint build bench
+.PHONY: deps deps-demo demo test test-go test-py lint build bench
 deps:
 	./scripts/deps.sh
+
+deps-demo:
+	./scripts/deps.sh demo
 
 build:
 	$(GO) build -o bin/energyflow ./cmd/energyflow
 
-demo: deps build
+demo: deps-demo build
 	./bin/energyflow sim
 
 lint:
