@@ -60,13 +60,27 @@ func flatten(x [][]float32) []float32 {
 	return out
 }
 
-// TestParityWithPythonReference runs the fixture bundle on ONNX Runtime and
+// energyParityFixtures are the EnergyFlow fixture folders, one per energy
+// head, with the toolkit flags that regenerate them. The Go sampler runs
+// every head unchanged: the head only changes what energy_grad.onnx computes.
+var energyParityFixtures = []struct{ name, dir, flags string }{
+	{"pooled", parityDir, ""},
+	{"denoiser", filepath.Join("testdata", "parity-denoiser"), "--energy-head denoiser "},
+}
+
+// TestParityWithPythonReference runs each fixture bundle on ONNX Runtime and
 // checks every fixture seed against the Python reference sampler: final
 // actions within 1e-4 max abs error, energies within 1e-4 relative. It fails
 // (never skips) when the fixtures or the ONNX Runtime library are missing.
 func TestParityWithPythonReference(t *testing.T) {
+	for _, fx := range energyParityFixtures {
+		t.Run(fx.name, func(t *testing.T) { testEnergyParity(t, fx.dir, fx.flags) })
+	}
+}
+
+func testEnergyParity(t *testing.T, dir, flags string) {
 	var pf parityFile
-	b := readParity(t, parityDir, &pf, "")
+	b := readParity(t, dir, &pf, flags)
 	if len(pf.Cases) == 0 || pf.Steps < 1 {
 		t.Fatalf("cases.json: %d cases, steps %d — expected at least one case and K ≥ 1", len(pf.Cases), pf.Steps)
 	}

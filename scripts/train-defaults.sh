@@ -9,17 +9,23 @@
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image)
 #
-# Demonstrations: 100 scripted episodes for button-press, 50 for the other
-# tasks (seed 0). EnergyFlow uses the Gaussian energy prior with EDM input and
-# output scaling (docs/evaluation.md says why: without them the score
-# vanishes at sigma_max and sampling never leaves the initial noise).
+# Demonstrations: 200 scripted episodes per task (seeds 0-199, 10 steps kept
+# after success, goal observable: docs/sim.md, "The data protocol").
+# EnergyFlow uses the Gaussian energy prior with EDM input and output scaling
+# (docs/evaluation.md says why: without them the score vanishes at sigma_max
+# and sampling never leaves the initial noise).
 # POLICY=image records 50 demonstrations with the camera (96×96,
 # build/demos/<task>-camera.hdf5) and conditions on the frames (ResNet-18 of
 # width 8 on a 64×64 crop: a CPU-size encoder, 64 features) plus the arm's
 # own state (obs/proprio: hand xyz + gripper), not the object positions.
-# Seeds are fixed; on an idle 2-core CPU one task takes about 10 minutes. Training
-# uses one torch thread: with two OpenMP threads on a busy 2-core machine a
-# step was measured 18× slower (6.8 s vs 0.38 s).
+# Model: the U-Net trunk at down dims 32/64/128 (WIDTH overrides), STEPS
+# training steps (default 12000). Seeds are fixed. Training uses one torch
+# thread: with two OpenMP threads on a busy 2-core machine a step was measured
+# 18× slower (6.8 s vs 0.38 s). Before a bundle is copied into bundles/ it must
+# pass `energyflow gate` (chunk smoothness against the demonstrations and
+# >= 90 % direct rollouts on 20 of its training scenes); a bundle that fails
+# stays in build/runs/<name>/bundle and the script exits 3 (FORCE=1 copies it
+# anyway).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -27,7 +33,8 @@ tasks=("$@"); [ ${#tasks[@]} -gt 0 ] || tasks=(button-press)
 py=.venv/bin/python
 mkdir -p build/demos build/runs bundles
 policy=${POLICY:-energyflow}
-steps=${STEPS:-3000}
+steps=${STEPS:-12000}
+read -r -a width <<< "${WIDTH:-32 64 128}"
 case "$policy" in
   energyflow) suffix=""; extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
@@ -37,7 +44,7 @@ case "$policy" in
 esac
 for task in "${tasks[@]}"; do
   demos=build/demos/$task.hdf5
-  episodes=50; [ "$task" = button-press ] && episodes=100
+  episodes=200
   if [ "$policy" = image ]; then
     demos=build/demos/$task-camera.hdf5
     [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 50 --seed 0 --camera --out "$demos" --no-progress
@@ -47,9 +54,19 @@ for task in "${tasks[@]}"; do
   run=build/runs/$name
   rm -rf "$run"
   (cd training && ../$py -m energyflow train --data "../$demos" --out "../$run" --name "$name" \
-      --down-dims 16 32 64 --state-hidden 64 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
-      --warmup-steps 100 --steps "$steps" --ckpt-every 500 --val-every 500 --seed 0 --threads 1 --no-progress \
+      --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
+      --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
       "${extra[@]}")
+  if [ "$policy" != image ]; then
+    gate=0
+    (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow gate --bundle "../$run/bundle" --data "../$demos" \
+        --episodes 20 --json > "../$run/gate.json") || gate=$?
+    .venv/bin/python -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "gate:", "PASS" if d["passed"] else "FAIL: " + "; ".join(d["failures"]))' "$run/gate.json" "$name"
+    if [ "$gate" != 0 ] && [ "${FORCE:-0}" != 1 ]; then
+      echo "train-defaults.sh: $name failed the gate ($run/gate.json); not copied to bundles/ (FORCE=1 copies it)" >&2
+      exit 3
+    fi
+  fi
   rm -rf "bundles/$name"
   cp -r "$run/bundle" "bundles/$name"
   if [ "$policy" != diffusion ]; then

@@ -30,7 +30,8 @@ import numpy as np
 def torch_model_from_bundle(bundle: str | Path):
     """Rebuild the network from the manifest and copy the weights out of its graph.
 
-    EnergyUNet from ``energy_grad.onnx``, or NoiseUNet from ``eps.onnx`` for a diffusion bundle.
+    The energy network (either head) from ``energy_grad.onnx``, or NoiseUNet from ``eps.onnx`` for a
+    diffusion bundle.
     """
     import onnx
     import torch
@@ -38,14 +39,14 @@ def torch_model_from_bundle(bundle: str | Path):
 
     from .bundle import model_config_from_manifest, read_manifest
     from .diffusion import NoiseUNet
-    from .model import EnergyUNet, bake_spectral_norm
+    from .model import bake_spectral_norm, energy_model
 
     man = read_manifest(bundle)
     cfg = model_config_from_manifest(man)
     if cfg.policy == "diffusion":
         m, graph = NoiseUNet(cfg), "eps"
     else:
-        m, graph = bake_spectral_norm(EnergyUNet(cfg)), "energy_grad"
+        m, graph = bake_spectral_norm(energy_model(cfg)), "energy_grad"
     g = onnx.load(str(Path(bundle) / man["graphs"][graph]["file"]))
     inits = {i.name: numpy_helper.to_array(i) for i in g.graph.initializer}
     sd = m.state_dict()

@@ -70,7 +70,13 @@ def reference_actions(cfg: ModelConfig, seed: int = 0, m: int = NUM_REFERENCE) -
 
 #: model-config keys that only describe the EnergyFlow energy head / schedule
 #: (left out of a diffusion manifest's ``model`` block)
-ENERGY_ONLY_KEYS = ("head_dims", "spectral_norm", "energy_scale", "input_scale", "energy_prior", "time_scale")
+ENERGY_ONLY_KEYS = ("head_dims", "spectral_norm", "energy_scale", "input_scale", "energy_prior", "time_scale",
+                    "energy_head", "noise_embed_scale")
+#: model-config keys of one energy head only (left out of the other head's manifest)
+POOLED_ONLY_KEYS = ("head_dims", "spectral_norm", "energy_scale", "input_scale", "energy_prior", "time_scale")
+DENOISER_ONLY_KEYS = ("noise_embed_scale",)
+#: entries of a manifest's ``model`` block that are records, not ModelConfig fields
+MODEL_RECORD_KEYS = ("export_check", "training")
 
 
 def graph_specs(cfg: ModelConfig) -> Dict[str, Any]:
@@ -143,6 +149,8 @@ def build_manifest(cfg: ModelConfig, name: str, action_mean: Sequence[float], ac
     a_std = np.maximum(np.asarray(action_std, np.float64), 1e-6)
     diffusion = cfg.policy == "diffusion"
     skip = ("schedule", "policy") + (ENERGY_ONLY_KEYS if diffusion else ())
+    if not diffusion:
+        skip += POOLED_ONLY_KEYS if cfg.energy_head == "denoiser" else DENOISER_ONLY_KEYS
     model_info = {k: v for k, v in cfg.to_dict().items() if k not in skip}
     model_info.update(extra_model or {})
     if diffusion:
@@ -190,12 +198,16 @@ def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[fl
                  state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
                  vision_encoder=None, ref_seed: int = 0, steps: int = 20,
                  calibration: Optional[Dict[str, Any]] = None, tol: Optional[float] = None,
-                 overwrite: bool = True, clip_sample: float = 0.0) -> Dict[str, Any]:
+                 overwrite: bool = True, clip_sample: float = 0.0,
+                 training: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Export graphs (each verified against torch) and write a complete bundle.
 
-    ``model`` is an EnergyUNet (``energy_grad.onnx``, relative-error gate
-    ``tol``, default 1e-5) or a NoiseUNet (``eps.onnx``, max-abs gate ``tol``,
-    default 1e-4; ``clip_sample`` goes into the schedule). Graphs are first written to a temporary sibling directory; the bundle is
+    ``model`` is an EnergyFlow network, EnergyUNet or DenoiserEnergy
+    (``energy_grad.onnx``, relative-error gate ``tol``, default 1e-5) or a
+    NoiseUNet (``eps.onnx``, max-abs gate ``tol``, default 1e-4;
+    ``clip_sample`` goes into the schedule). ``training`` (how the loss drew
+    and weighted noise levels, :meth:`TrainConfig.noise_record`) is written to
+    the manifest's ``model.training`` when given. Graphs are first written to a temporary sibling directory; the bundle is
     only moved into place when every check passed, so a failing export never
     leaves a bundle behind.
     """
@@ -220,9 +232,12 @@ def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[fl
             if len(cfg.images) > 1:
                 raise NotImplementedError("bundles with more than one camera are not supported yet")
             verr = export_vision(vision_encoder, tuple(cfg.images[0].shape), tmp / "vision.onnx")
+        extra: Dict[str, Any] = {"export_check": {**check, "vision": verr}}
+        if training is not None:
+            extra["training"] = training
         man = build_manifest(cfg, name, action_mean, action_std, state_mean, state_std,
                              reference_actions(cfg, ref_seed), steps, calibration,
-                             extra_model={"export_check": {**check, "vision": verr}}, clip_sample=clip_sample)
+                             extra_model=extra, clip_sample=clip_sample)
         if out.exists():
             if not overwrite:
                 raise FileExistsError(out)
@@ -253,9 +268,10 @@ def read_manifest(bundle_dir: str | Path, verify: bool = True) -> Dict[str, Any]
 
 
 def model_config_from_manifest(man: Dict[str, Any]) -> ModelConfig:
-    """Rebuild the ModelConfig recorded in a manifest's ``model`` block (kind from ``policy``)."""
-    d = {k: v for k, v in man["model"].items() if k != "export_check"}
+    """Rebuild the ModelConfig recorded in a manifest's ``model`` block (kind from ``policy``;
+    a manifest without ``model.energy_head`` was written before the option: pooled head)."""
+    d = {k: v for k, v in man["model"].items() if k not in MODEL_RECORD_KEYS}
     d["policy"] = man.get("policy", "energyflow")
     if d["policy"] == "energyflow":
         d["schedule"] = {k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")}
-    return ModelConfig.from_dict(d)
+    return ModelConfig.from_saved(d)

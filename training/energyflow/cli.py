@@ -1,4 +1,4 @@
-"""Command line: ``python -m energyflow {train,export,calibrate,sample,inspect,fixtures,bench}``.
+"""Command line: ``python -m energyflow {train,export,calibrate,threshold,sample,inspect,fixtures,bench,probe}``.
 
 ``--policy energyflow`` (default) or ``--policy diffusion`` (the Diffusion
 Policy baseline, :mod:`energyflow.diffusion`) selects the kind for ``train``,
@@ -17,22 +17,27 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from .config import DEFAULT_ENERGY_HEAD, ENERGY_HEADS, LOSS_WEIGHTINGS, SIGMA_SAMPLINGS
+
 
 # ---------------------------------------------------------------------------
 # shared flag groups
 # ---------------------------------------------------------------------------
 _MODEL_FLAGS = {
-    # flag: (config key, type, help)
+    # flag: (config key, type, help[, choices])
+    "--energy-head": ("energy_head", str, "EnergyFlow energy head: pooled = the paper's pooled scalar read-out | "
+                      "denoiser = 1/2|c_in a - F(c_in a; s, c_noise)/sigma|^2 over the DP network F "
+                      f"(default {DEFAULT_ENERGY_HEAD})", ENERGY_HEADS),
     "--down-dims": ("down_dims", "ints", "U-Net channel widths (paper: 64 128 256)"),
     "--kernel-size": ("kernel_size", int, "temporal conv kernel (5)"),
     "--n-groups": ("n_groups", int, "GroupNorm groups (8)"),
     "--time-embed-dim": ("time_embed_dim", int, "sinusoidal time embedding width (128)"),
     "--state-hidden": ("state_hidden", int, "state-encoder MLP width (128)"),
-    "--head-dims": ("head_dims", "ints", "scalar head hidden widths (256 128)"),
+    "--head-dims": ("head_dims", "ints", "pooled head: scalar head hidden widths (256 128)"),
     "--activation": ("activation", str, "mish | softplus | silu (mish)"),
-    "--energy-scale": ("energy_scale", str, "none | inv_sigma: E = f/sigma(t) | edm: E = f*sqrt(sigma^2+1)/sigma, use with --input-scale c_in (none)"),
-    "--input-scale": ("input_scale", str, "none | c_in: U-Net input a_t/sqrt(sigma^2+1) (none)"),
-    "--energy-prior": ("energy_prior", str, "none | gaussian: E = f + |a_t|^2/(2(sigma^2+1)), f learns the residual (none)"),
+    "--energy-scale": ("energy_scale", str, "pooled head: none | inv_sigma: E = f/sigma(t) | edm: E = f*sqrt(sigma^2+1)/sigma, use with --input-scale c_in (none)"),
+    "--input-scale": ("input_scale", str, "pooled head: none | c_in: U-Net input a_t/sqrt(sigma^2+1) (none)"),
+    "--energy-prior": ("energy_prior", str, "pooled head: none | gaussian: E = f + |a_t|^2/(2(sigma^2+1)), f learns the residual (none)"),
     "--pred-horizon": ("pred_horizon", int, "T_p (16)"),
     "--obs-horizon": ("obs_horizon", int, "T_o (2)"),
     "--action-horizon": ("action_horizon", int, "T_a (8)"),
@@ -57,6 +62,13 @@ _TRAIN_FLAGS = {
     "--val-every": ("val_every", int, "validation period in steps (1000)"),
     "--ckpt-every": ("ckpt_every", int, "checkpoint period in steps (5000)"),
     "--seed": ("seed", int, "random seed (0)"),
+    "--sigma-sampling": ("sigma_sampling", str, "energyflow noise levels: uniform = t ~ U[0,T] (Algorithm 1) | "
+                         "lognormal = ln sigma ~ N(--sigma-mean, --sigma-std^2) clipped to [sigma_min, sigma_max] "
+                         "(EDM) (uniform)", SIGMA_SAMPLINGS),
+    "--sigma-mean": ("sigma_mean", float, "lognormal: mean of ln sigma (-0.5 = EDM's at sigma_data 1)"),
+    "--sigma-std": ("sigma_std", float, "lognormal: std of ln sigma (1.2)"),
+    "--loss-weighting": ("loss_weighting", str, "energyflow DSM weight: sigma2 = sigma^2|S + eps/sigma|^2 "
+                         "(Algorithm 1) | edm = (sigma^2+1)|sigma S + eps|^2 (sigma2)", LOSS_WEIGHTINGS),
     "--threads": ("threads", int, "torch CPU threads (2)"),
     "--device": ("device", str, "auto | cpu | cuda | cuda:N"),
 }
@@ -64,12 +76,14 @@ _TRAIN_FLAGS = {
 
 def _add_flags(p: argparse.ArgumentParser, flags: Dict[str, tuple], title: str) -> None:
     g = p.add_argument_group(title)
-    for flag, (key, typ, hlp) in flags.items():
+    for flag, spec in flags.items():
+        key, typ, hlp = spec[:3]
+        choices = spec[3] if len(spec) > 3 else None
         dest = "m_" + key if flags is _MODEL_FLAGS else ("s_" + key if flags is _SCHEDULE_FLAGS else "t_" + key)
         if typ == "ints":
             g.add_argument(flag, dest=dest, type=int, nargs="+", default=None, help=hlp)
         else:
-            g.add_argument(flag, dest=dest, type=typ, default=None, help=hlp)
+            g.add_argument(flag, dest=dest, type=typ, default=None, help=hlp, choices=choices)
 
 
 def _add_policy_flag(p: argparse.ArgumentParser, hlp: str) -> None:
@@ -225,11 +239,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_fixtures(args: argparse.Namespace) -> int:
     from .fixtures import make_fixtures
 
+    if args.policy == "diffusion" and args.energy_head != "pooled":
+        print("fixtures: --energy-head applies to --policy energyflow only", file=sys.stderr)
+        return 2
     res = make_fixtures(args.out, n_cases=args.cases, seed=args.seed, action_dim=args.action_dim,
                         state_dim=args.state_dim, train_steps=args.train_steps, steps=args.steps,
-                        policy=args.policy)
+                        policy=args.policy, energy_head=args.energy_head)
     print(json.dumps(res, indent=1))
     return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import probe_main
+
+    return probe_main(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -238,6 +261,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(json.dumps(bench_bundle(args.bundle, steps=args.steps, batch=args.batch, threads=args.threads,
                                   repeats=args.repeats, backend=args.backend)))
     return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from .gate import GateLimits, run_gate
+
+    lim = GateLimits(max_change_ratio=args.max_change_ratio, min_change_slack=args.min_change_slack,
+                     max_extra_flips=args.max_extra_flips, min_success=args.min_success)
+    res = run_gate(args.bundle, args.data, episodes=args.episodes, windows=args.windows, max_steps=args.max_steps,
+                   steps=args.steps, seed=args.seed, limits=lim)
+    print(res.to_json() if args.json else res)
+    return 0 if res.passed else 3
 
 
 # ---------------------------------------------------------------------------
@@ -333,10 +367,30 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--state-dim", type=int, default=5)
     f.add_argument("--policy", default="energyflow", choices=["energyflow", "diffusion"],
                    help="policy kind (diffusion: e.g. --out engines/testdata/parity-diffusion)")
+    f.add_argument("--energy-head", default="pooled", choices=list(ENERGY_HEADS),
+                   help="energyflow head of the fixture bundle (pooled: engines/testdata/parity; "
+                        "denoiser: e.g. --out engines/testdata/parity-denoiser)")
     f.add_argument("--train-steps", type=int, default=None, help="training steps (energyflow 120, diffusion 1000)")
     f.add_argument("--steps", type=int, default=None,
                    help="sampler steps in the cases (energyflow K=10, diffusion DDIM S=20)")
     f.set_defaults(func=cmd_fixtures)
+
+    g = sub.add_parser("gate", help="before closed-loop evaluation: chunk smoothness vs the demonstrations and "
+                                    "direct rollouts on the training scenes (exit 3 when a check fails)")
+    g.add_argument("--bundle", required=True)
+    g.add_argument("--data", required=True, help="the HDF5 demonstrations the bundle was trained on (sim.record)")
+    g.add_argument("--episodes", type=int, default=20, help="training scenes to replay (0: smoothness only)")
+    g.add_argument("--windows", type=int, default=256, help="observation windows for the smoothness check")
+    g.add_argument("--max-steps", type=int, default=500)
+    g.add_argument("--steps", type=int, default=None, help="sampler steps (bundle default)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--max-change-ratio", type=float, default=2.0,
+                   help="policy step change at most this × the demos' (action std units)")
+    g.add_argument("--min-change-slack", type=float, default=0.05, help="... or the demos' + this, if larger")
+    g.add_argument("--max-extra-flips", type=float, default=0.1, help="gripper flips per window above the demos'")
+    g.add_argument("--min-success", type=float, default=0.9, help="training-scene success rate required")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_gate)
 
     b = sub.add_parser("bench", help="time the reference sampler (median ms, JSON)")
     b.add_argument("--bundle", required=True)
@@ -346,6 +400,34 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=20)
     b.add_argument("--backend", default="torch", choices=["torch", "ort"])
     b.set_defaults(func=cmd_bench)
+
+    pr = sub.add_parser("probe", help="conditioning probe: slope of the executed action and of the denoised "
+                                      "estimate per unit of the most varying observation inputs, at the start "
+                                      "states of held-out demos (energyflow and diffusion bundles)")
+    pr.add_argument("--bundle", required=True)
+    pr.add_argument("--data", required=True, help="HDF5 demonstrations (start states: first frames)")
+    pr.add_argument("--against", default=None, help="a second bundle, probed identically and shown side by side")
+    pr.add_argument("--dims", default=None,
+                    help="observation dims to probe, comma-separated; '+' moves dims together (e.g. 4+22+36,5); "
+                         "default: the --top inputs varying most across the start states")
+    pr.add_argument("--top", type=int, default=3, help="how many inputs without --dims (3)")
+    pr.add_argument("--no-group", action="store_true",
+                    help="without --dims: probe single dims (default: dims that are copies of each other across "
+                         "the start states move together)")
+    pr.add_argument("--episodes", type=int, default=20, help="held-out demos whose first frame is used (20)")
+    pr.add_argument("--samples", type=int, default=32, help="fixed noise draws per state (32)")
+    pr.add_argument("--delta", type=float, default=0.5,
+                    help="finite-difference step, ± this many start-state stds of the input (0.5)")
+    pr.add_argument("--sigmas", default=",".join(f"{s:g}" for s in (7.0, 2.0, 0.5, 0.1)),
+                    help="noise levels of the denoised-estimate sensitivity (7,2,0.5,0.1)")
+    pr.add_argument("--steps", type=int, default=None, help="sampler steps (manifest default)")
+    pr.add_argument("--val-fraction", type=float, default=0.1, help="held-out fraction (same split as train)")
+    pr.add_argument("--split-seed", type=int, default=0, help="split seed (train --seed)")
+    pr.add_argument("--all-demos", action="store_true", help="use every demo (data file is already held out)")
+    pr.add_argument("--seed", type=int, default=0, help="noise seed")
+    pr.add_argument("--threads", type=int, default=1)
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.set_defaults(func=cmd_probe)
     return p
 
 

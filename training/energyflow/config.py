@@ -38,6 +38,24 @@ class Schedule:
 #: policy kinds a bundle / checkpoint can hold (docs/bundle.md ``policy``)
 POLICY_KINDS = ("energyflow", "diffusion")
 
+#: EnergyFlow energy heads (``--energy-head``): ``pooled`` = the paper's
+#: time-pooled, spectrally normalised MLP read-out (:class:`energyflow.model.EnergyUNet`);
+#: ``denoiser`` = E = 1/2 |c_in a - F(c_in a; s, c_noise)/sigma|^2 over the
+#: Diffusion Policy network F (:class:`energyflow.model.DenoiserEnergy`, docs/design energy.md §3).
+ENERGY_HEADS = ("pooled", "denoiser")
+#: the head of a new model when nothing says otherwise (switching it is this one line)
+DEFAULT_ENERGY_HEAD = "pooled"
+#: the head of a saved config (checkpoint, manifest) written before ``energy_head`` existed
+LEGACY_ENERGY_HEAD = "pooled"
+
+#: training noise-level laws (``--sigma-sampling``): ``uniform`` = t ~ U[0, T] on the
+#: geometric schedule (Algorithm 1); ``lognormal`` = ln sigma ~ N(mean, std^2) clipped
+#: to [sigma_min, sigma_max] and mapped back to t (EDM)
+SIGMA_SAMPLINGS = ("uniform", "lognormal")
+#: DSM loss weightings (``--loss-weighting``): ``sigma2`` = lambda(t) = sigma^2 (Algorithm 1);
+#: ``edm`` = (sigma^2 + 1) sigma^2, EDM's lambda(sigma) on the denoiser error at sigma_data = 1
+LOSS_WEIGHTINGS = ("sigma2", "edm")
+
 
 @dataclass
 class ImageSpec:
@@ -103,10 +121,22 @@ class ModelConfig:
     time_scale: float = 1000.0               # sinusoidal embedding of t * time_scale
     schedule: Schedule = field(default_factory=Schedule)
     policy: str = "energyflow"               # energyflow | diffusion
+    # pooled (the paper's head; head_dims, spectral_norm, energy_scale,
+    # input_scale and energy_prior apply to it) | denoiser (E = 1/2|u|^2 over
+    # the DP network F, which has its own fixed c_in / c_noise preconditioning
+    # and ignores those five fields); see ENERGY_HEADS
+    energy_head: str = DEFAULT_ENERGY_HEAD
+    # denoiser head: F's sinusoidal noise embedding sees c_noise * noise_embed_scale
+    # (c_noise = ln(sigma)/4 spans 1.7 over the schedule: x100 spans ~170, about
+    # DP's 100 integer steps; x1000 puts sine arguments past 1000, where float32
+    # loses ~1e-4 rad and the export self-check fails at ~2e-5)
+    noise_embed_scale: float = 100.0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICY_KINDS:
             raise ValueError(f"unknown policy {self.policy!r}: want one of {', '.join(POLICY_KINDS)}")
+        if self.energy_head not in ENERGY_HEADS:
+            raise ValueError(f"unknown energy head {self.energy_head!r}: want one of {', '.join(ENERGY_HEADS)}")
 
     @property
     def step_width(self) -> int:
@@ -136,6 +166,15 @@ class ModelConfig:
             raise ValueError(f"unknown model config keys: {sorted(unknown)}")
         return ModelConfig(**d)
 
+    @staticmethod
+    def from_saved(d: Dict[str, Any]) -> "ModelConfig":
+        """A config written by an earlier run (checkpoint ``model_cfg``, manifest ``model``):
+        like :meth:`from_dict`, but a missing ``energy_head`` means the head such
+        configs always had (:data:`LEGACY_ENERGY_HEAD`), whatever today's default."""
+        d = dict(d)
+        d.setdefault("energy_head", LEGACY_ENERGY_HEAD)
+        return ModelConfig.from_dict(d)
+
 
 PAPER_SIZE = dict(down_dims=(64, 128, 256), pred_horizon=16, obs_horizon=2, action_dim=10)
 TINY_SIZE = dict(down_dims=(8, 16, 32), kernel_size=5, n_groups=4, time_embed_dim=16,
@@ -163,6 +202,26 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 2
     device: str = "auto"
+    # EnergyFlow noise levels and loss weight (the diffusion baseline ignores them)
+    sigma_sampling: str = "uniform"          # uniform (t ~ U[0,T]) | lognormal (EDM); SIGMA_SAMPLINGS
+    sigma_mean: float = -0.5                 # lognormal: mean of ln sigma (EDM's -1.2 at sigma_data 0.5)
+    sigma_std: float = 1.2                   # lognormal: std of ln sigma
+    loss_weighting: str = "sigma2"           # sigma2 (Algorithm 1) | edm: (sigma^2+1)|sigma(-dE/da) + eps|^2
+
+    def __post_init__(self) -> None:
+        if self.sigma_sampling not in SIGMA_SAMPLINGS:
+            raise ValueError(f"unknown sigma sampling {self.sigma_sampling!r}: want one of {', '.join(SIGMA_SAMPLINGS)}")
+        if self.loss_weighting not in LOSS_WEIGHTINGS:
+            raise ValueError(f"unknown loss weighting {self.loss_weighting!r}: want one of {', '.join(LOSS_WEIGHTINGS)}")
+        if not self.sigma_std > 0:
+            raise ValueError(f"sigma_std must be > 0, got {self.sigma_std}")
+
+    def noise_record(self) -> Dict[str, Any]:
+        """How the EnergyFlow loss drew noise levels and weighted them (manifest ``model.training``)."""
+        samp: Dict[str, Any] = {"kind": self.sigma_sampling}
+        if self.sigma_sampling == "lognormal":
+            samp.update(mean=self.sigma_mean, std=self.sigma_std, clip="schedule")
+        return {"sigma_sampling": samp, "loss_weighting": self.loss_weighting}
 
 
 def load_config_file(path: str | Path) -> Dict[str, Any]:

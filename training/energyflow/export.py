@@ -2,7 +2,10 @@
 
 ``energy_grad.onnx``: inputs ``a_t [B,T_p,D_a]``, ``cond [B,cond_dim]``, ``t [B]``;
 outputs ``grad_a [B,T_p,D_a]`` (= dE/da_t) and ``energy [B]``; opset 17,
-dynamic batch, spectral norm baked into plain weights.
+dynamic batch, spectral norm baked into plain weights. Either energy head
+traces through its ``energy_and_grad``: the pooled head's hand-written VJP of
+the scalar read-out, or the denoiser head's one forward of F plus one VJP
+with cotangent u (``grad_a = c_in (u - J_F^T u / sigma)``).
 
 ``eps.onnx`` (Diffusion Policy baseline, :func:`export_eps`): inputs as above
 (``t`` = integer DDPM timestep as float32), output ``eps [B,T_p,D_a]``; the
@@ -25,6 +28,9 @@ import torch.nn as nn
 
 from .model import EnergyUNet, bake_spectral_norm
 
+#: an EnergyFlow network: EnergyUNet (pooled head) or DenoiserEnergy (same interface)
+EnergyNet = nn.Module
+
 OPSET = 17
 
 #: Operators the exported graphs may contain (all supported by TensorRT 10's ONNX parser).
@@ -44,7 +50,7 @@ class ExportCheckError(RuntimeError):
 class EnergyGradGraph(nn.Module):
     """Traceable wrapper: (a_t, cond, t) -> (grad_a, energy)."""
 
-    def __init__(self, model: EnergyUNet) -> None:
+    def __init__(self, model: EnergyNet) -> None:
         super().__init__()
         self.model = model
 
@@ -52,7 +58,7 @@ class EnergyGradGraph(nn.Module):
         return self.model.energy_and_grad(a_t, cond, t)
 
 
-def prepare_for_export(model: EnergyUNet) -> EnergyUNet:
+def prepare_for_export(model: EnergyNet) -> EnergyNet:
     """Float32 CPU copy in eval mode with spectral norm baked into plain weights."""
     m = copy.deepcopy(model).to("cpu", torch.float32).eval()
     bake_spectral_norm(m)
@@ -115,7 +121,7 @@ def _max_rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a64 - b64)) / max(float(np.max(np.abs(b64))), 1e-30))
 
 
-def check_energy_grad(path: str | Path, model: EnergyUNet, batches: Iterable[int] = (1, 3),
+def check_energy_grad(path: str | Path, model: EnergyNet, batches: Iterable[int] = (1, 3),
                       tol: float = 1e-5, seed: int = 0) -> Dict[str, float]:
     """Compare ONNX Runtime with torch autograd (float64 reference) on random inputs.
 
@@ -155,7 +161,7 @@ def check_energy_grad(path: str | Path, model: EnergyUNet, batches: Iterable[int
     return worst
 
 
-def export_energy_grad(model: EnergyUNet, path: str | Path, tol: float = 1e-5, check: bool = True) -> Dict[str, float]:
+def export_energy_grad(model: EnergyNet, path: str | Path, tol: float = 1e-5, check: bool = True) -> Dict[str, float]:
     """Export ``energy_grad.onnx`` and verify it; removes the file and raises on failure."""
     path = Path(path)
     cfg = model.cfg

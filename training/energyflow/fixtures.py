@@ -10,6 +10,10 @@ gradients are not degenerate. Everything is deterministic for a given
 ``--policy diffusion`` (``--out engines/testdata/parity-diffusion``) does the
 same for the Diffusion Policy baseline: a tiny NoiseUNet trained with the DDPM
 loss on the same toy data, and DDIM reference cases (no energies).
+
+``--energy-head denoiser`` (``--out engines/testdata/parity-denoiser``): the
+same EnergyFlow cases with the denoiser energy head (E = 1/2 |u|^2 over the DP
+network F); the Go sampler runs it unchanged.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import torch
 from .bundle import read_manifest, write_bundle
 from .config import ModelConfig, Schedule, TINY_SIZE
 from .losses import dsm_loss
-from .model import EnergyUNet
+from .model import energy_model
 from .sampler import OrtEnergyGrad, TorchEnergyGrad, sample
 
 FIXTURE_STEPS = 10
@@ -35,9 +39,10 @@ FIXTURE_STEPS = 10
 FIXTURE_DEFAULTS = {"energyflow": (FIXTURE_STEPS, 120), "diffusion": (20, 1000)}
 
 
-def tiny_config(action_dim: int = 3, state_dim: int = 5, policy: str = "energyflow") -> ModelConfig:
+def tiny_config(action_dim: int = 3, state_dim: int = 5, policy: str = "energyflow",
+                energy_head: str = "pooled") -> ModelConfig:
     return ModelConfig(action_dim=action_dim, state_dim=state_dim, pred_horizon=16, obs_horizon=2,
-                       action_horizon=8, policy=policy, **TINY_SIZE)
+                       action_horizon=8, policy=policy, energy_head=energy_head, **TINY_SIZE)
 
 
 def _toy_batch(cfg: ModelConfig, n: int, gen: torch.Generator):
@@ -55,14 +60,14 @@ def _toy_batch(cfg: ModelConfig, n: int, gen: torch.Generator):
 def train_tiny(cfg: ModelConfig, steps: int = 120, seed: int = 0, batch: int = 32) -> torch.nn.Module:
     """A few training steps (Adam 3e-3) so the tiny model has non-trivial weights.
 
-    EnergyUNet with the DSM loss, or NoiseUNet with the DDPM loss when
-    ``cfg.policy == "diffusion"``.
+    The energy network of ``cfg.energy_head`` with the DSM loss, or NoiseUNet
+    with the DDPM loss when ``cfg.policy == "diffusion"``.
     """
     from .diffusion import NoiseUNet, ddpm_loss
 
     torch.manual_seed(seed)
     diffusion = cfg.policy == "diffusion"
-    model = NoiseUNet(cfg) if diffusion else EnergyUNet(cfg)
+    model = NoiseUNet(cfg) if diffusion else energy_model(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
     model.train()
@@ -113,10 +118,12 @@ def _write_cases(out: Path, steps: int, cases: List[Dict[str, Any]]) -> None:
 
 def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim: int = 3, state_dim: int = 5,
                   train_steps: Optional[int] = None, steps: Optional[int] = None,
-                  policy: str = "energyflow") -> Dict[str, Any]:
+                  policy: str = "energyflow", energy_head: str = "pooled") -> Dict[str, Any]:
     """Write ``out/bundle`` and ``out/cases.json``; return a summary with torch-vs-ORT differences.
 
-    ``steps``/``train_steps`` default per policy kind (:data:`FIXTURE_DEFAULTS`).
+    ``steps``/``train_steps`` default per policy kind (:data:`FIXTURE_DEFAULTS`);
+    ``energy_head`` picks the EnergyFlow head (the committed ``parity`` fixtures
+    use ``pooled``, ``parity-denoiser`` uses ``denoiser``).
     """
     torch.set_num_threads(1)
     if policy not in FIXTURE_DEFAULTS:
@@ -126,7 +133,7 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
     train_steps = d_train if train_steps is None else train_steps
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = tiny_config(action_dim, state_dim, policy)
+    cfg = tiny_config(action_dim, state_dim, policy, energy_head)
     model = train_tiny(cfg, train_steps, seed)
     bdir = out / "bundle"
     if bdir.exists():
@@ -134,7 +141,8 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
     if policy == "diffusion":
         return _diffusion_cases(out, bdir, cfg, model, n_cases, seed, steps)
     a_mean, a_std, s_mean, s_std = _fixture_norms(seed, action_dim, state_dim)
-    man = write_bundle(bdir, model, "parity-tiny", a_mean, a_std, s_mean, s_std, steps=20)
+    name = "parity-tiny" if energy_head == "pooled" else f"parity-{energy_head}-tiny"
+    man = write_bundle(bdir, model, name, a_mean, a_std, s_mean, s_std, steps=20)
     man = read_manifest(bdir)
     a_mean, a_std, s_mean, s_std = _manifest_norms(man)
     refs = np.asarray(man["reference_actions"], np.float32)
@@ -163,7 +171,7 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
         })
     _write_cases(out, steps, cases)
     energies = [c["energy"] for c in cases]
-    return {"bundle": str(bdir), "cases": len(cases), "steps": steps,
+    return {"bundle": str(bdir), "energy_head": energy_head, "cases": len(cases), "steps": steps,
             "energy_range": [min(energies), max(energies)],
             "torch_vs_ort_max_abs_action_diff": max_act_diff,
             "torch_vs_ort_max_rel_energy_diff": max_e_rel,

@@ -1,11 +1,19 @@
-"""EnergyFlow energy network E(a_t, cond, t) (paper appendix C).
+"""EnergyFlow energy networks E(a_t, cond, t) (paper appendix C; docs/design energy.md §3).
 
-The network is a Diffusion-Policy style 1D temporal conditional U-Net whose
-final feature map is average-pooled over time and mapped by a spectrally
-normalised MLP head to one scalar energy per sample. The trunk
-(:class:`UNetBackbone`: time/state conditioning, down/mid/up residual blocks,
-final conv block) is shared with the Diffusion Policy baseline
-(:class:`energyflow.diffusion.NoiseUNet`), which puts DP's vector head on it.
+Two energy heads on the same Diffusion-Policy style 1D temporal conditional
+U-Net trunk (:class:`UNetBackbone`: time/state conditioning, down/mid/up
+residual blocks, final conv block), selected by ``ModelConfig.energy_head``
+(:func:`energy_model`):
+
+* ``pooled`` (:class:`EnergyUNet`, the paper's head): the final feature map is
+  average-pooled over time and mapped by a spectrally normalised MLP to one
+  scalar energy per sample;
+* ``denoiser`` (:class:`DenoiserEnergy`): a wrapper around the Diffusion
+  Policy network F (:class:`VectorUNet`: trunk + DP's per-step vector head),
+  E = 1/2 |c_in a - F(c_in a; s, c_noise)/sigma|^2 with EDM's preconditioning.
+
+The trunk is also shared with the Diffusion Policy baseline
+(:class:`energyflow.diffusion.NoiseUNet`).
 
 Every layer exposes two code paths:
 
@@ -328,6 +336,60 @@ class UNetBackbone(nn.Module):
         return self.final_block.forward_cache(x)[0] if plain else self.final_block(x)
 
 
+    def features_cache(self, a: Tensor, g: Tensor) -> Tuple[Tensor, Dict[str, Any]]:
+        """:meth:`features` with saved intermediates for :meth:`features_vjp` (plain operators)."""
+        x = a.transpose(1, 2)
+        down_c: List[Any] = []
+        hs = []
+        for r1, r2, ds in self.down:
+            x, c1 = r1.forward_cache(x, g)
+            x, c2 = r2.forward_cache(x, g)
+            down_c.append((c1, c2))
+            hs.append(x)
+            if isinstance(ds, Downsample1d):
+                x = F.conv1d(x, ds.conv.weight, ds.conv.bias, stride=2, padding=1)
+        mid_c = []
+        for r in self.mid:
+            x, c = r.forward_cache(x, g)
+            mid_c.append(c)
+        up_c = []
+        for r1, r2, us in self.up:
+            x = torch.cat([x, hs.pop()], dim=1)
+            x, c1 = r1.forward_cache(x, g)
+            x, c2 = r2.forward_cache(x, g)
+            up_c.append((c1, c2))
+            x = F.conv_transpose1d(x, us.conv.weight, us.conv.bias, stride=2, padding=1)
+        x, fc = self.final_block.forward_cache(x)
+        return x, {"down": down_c, "mid": mid_c, "up": up_c, "final": fc}
+
+    def features_vjp(self, gx: Tensor, cache: Dict[str, Any]) -> Tensor:
+        """Hand-written VJP of :meth:`features_cache`: cotangent [B, C0, T_p] -> d/da [B, T_p, D_a]."""
+        gx = self.final_block.vjp(gx, cache["final"])
+        n_skip = len(self.down)
+        gskips: List[Optional[Tensor]] = [None] * n_skip
+        for j in range(len(self.up) - 1, -1, -1):
+            r1, r2, us = self.up[j]
+            c1, c2 = cache["up"][j]
+            gx = us.vjp(gx)
+            gx = r2.vjp(gx, c2)
+            gx = r1.vjp(gx, c1)
+            half = r1.cin // 2
+            gskips[n_skip - 1 - j] = gx[:, half:]
+            gx = gx[:, :half]
+        for j in range(len(self.mid) - 1, -1, -1):
+            gx = self.mid[j].vjp(gx, cache["mid"][j])
+        for i in range(len(self.down) - 1, -1, -1):
+            r1, r2, ds = self.down[i]
+            if isinstance(ds, Downsample1d):
+                gx = ds.vjp(gx)
+            gs = gskips[i]
+            if gs is not None:
+                gx = gx + gs
+            c1, c2 = cache["down"][i]
+            gx = r2.vjp(gx, c2)
+            gx = r1.vjp(gx, c1)
+        return gx.transpose(1, 2)
+
 def _res(block: CondResBlock, x: Tensor, g: Tensor, plain: bool) -> Tensor:
     """One conditional residual block, through ``forward`` or (``plain``) ``forward_cache``."""
     return block.forward_cache(x, g)[0] if plain else block(x, g)
@@ -437,32 +499,7 @@ class EnergyUNet(UNetBackbone):
         cin = self.c_in(t)
         if cin is not None:
             a = a * cin
-        x = a.transpose(1, 2)
-        caches: List[Any] = []
-        hs = []
-        # down
-        for r1, r2, ds in self.down:
-            x, c1 = r1.forward_cache(x, g)
-            x, c2 = r2.forward_cache(x, g)
-            caches.append((c1, c2))
-            hs.append(x)
-            if isinstance(ds, Downsample1d):
-                x = F.conv1d(x, ds.conv.weight, ds.conv.bias, stride=2, padding=1)
-        mid_c = []
-        for r in self.mid:
-            x, c = r.forward_cache(x, g)
-            mid_c.append(c)
-        up_c = []
-        n_skip = len(hs)
-        skips = list(hs)
-        for r1, r2, us in self.up:
-            skip = skips.pop()
-            x = torch.cat([x, skip], dim=1)
-            x, c1 = r1.forward_cache(x, g)
-            x, c2 = r2.forward_cache(x, g)
-            up_c.append((c1, c2))
-            x = F.conv_transpose1d(x, us.conv.weight, us.conv.bias, stride=2, padding=1)
-        x, fc = self.final_block.forward_cache(x)
+        x, cache = self.features_cache(a, g)
         L = self.cfg.pred_horizon
         h = x.mean(dim=-1)
         pre = []
@@ -483,31 +520,7 @@ class EnergyUNet(UNetBackbone):
             gh = gh * act_grad(name, pre[i])
             gh = torch.matmul(gh, self.head[i].weight)
         gx = gh.unsqueeze(-1) * torch.full((1, 1, L), 1.0 / L, dtype=gh.dtype, device=gh.device)
-        gx = self.final_block.vjp(gx, fc)
-        gskips: List[Optional[Tensor]] = [None] * n_skip
-        for j in range(len(self.up) - 1, -1, -1):
-            r1, r2, us = self.up[j]
-            c1, c2 = up_c[j]
-            gx = us.vjp(gx)
-            gx = r2.vjp(gx, c2)
-            gx = r1.vjp(gx, c1)
-            skip_idx = n_skip - 1 - j
-            half = r1.cin // 2
-            gskips[skip_idx] = gx[:, half:]
-            gx = gx[:, :half]
-        for j in range(len(self.mid) - 1, -1, -1):
-            gx = self.mid[j].vjp(gx, mid_c[j])
-        for i in range(len(self.down) - 1, -1, -1):
-            r1, r2, ds = self.down[i]
-            if isinstance(ds, Downsample1d):
-                gx = ds.vjp(gx)
-            gs = gskips[i]
-            if gs is not None:
-                gx = gx + gs
-            c1, c2 = caches[i]
-            gx = r2.vjp(gx, c2)
-            gx = r1.vjp(gx, c1)
-        gx = gx.transpose(1, 2)
+        gx = self.features_vjp(gx, cache)
         if cin is not None:
             gx = gx * cin  # chain rule through the input scaling
         pc = self.prior_coef(t)
@@ -515,6 +528,151 @@ class EnergyUNet(UNetBackbone):
             e = e + 0.5 * (pc * a_in * a_in).sum(dim=(1, 2))
             gx = gx + pc * a_in
         return gx, e
+
+
+# --------------------------------------------------------------------------
+# the denoiser energy head (docs/design energy.md §3)
+# --------------------------------------------------------------------------
+class VectorUNet(UNetBackbone):
+    """F(x; s, c_noise): the Diffusion Policy network (trunk + ``Conv1d(C0, D_a, 1)``).
+
+    The same network as :class:`energyflow.diffusion.NoiseUNet` (same trunk,
+    per-step vector output, FiLM on the state, same ``final_conv`` name) but
+    its noise input is EDM's ``c_noise`` (embedded as ``c_noise *
+    cfg.noise_embed_scale``) and its last layer starts at zero, so F = 0 at
+    initialisation.
+    ``forward_cache`` / ``vjp`` give F and J_F^T g with plain operators only.
+    """
+
+    def __init__(self, cfg: ModelConfig, zero_init: bool = True) -> None:
+        super().__init__(cfg)
+        self.final_conv = nn.Conv1d(cfg.down_dims[0], cfg.action_dim, 1)
+        if zero_init:
+            nn.init.zeros_(self.final_conv.weight)
+            nn.init.zeros_(self.final_conv.bias)
+
+    def time_input(self, c_noise: Tensor) -> Tensor:
+        """What the sinusoidal embedding sees: ``c_noise * cfg.noise_embed_scale``."""
+        return c_noise * self.cfg.noise_embed_scale
+
+    def forward(self, x: Tensor, cond: Tensor, c_noise: Tensor) -> Tensor:
+        """F [B, T_p, D_a] for x [B, T_p, D_a], cond [B, cond_dim], c_noise [B]."""
+        g = self.global_cond(cond, c_noise)
+        return self.final_conv(self.features(x, g)).transpose(1, 2)
+
+    def forward_cache(self, x: Tensor, cond: Tensor, c_noise: Tensor) -> Tuple[Tensor, Dict[str, Any]]:
+        g = self.global_cond(cond, c_noise)
+        h, cache = self.features_cache(x, g)
+        return F.conv1d(h, self.final_conv.weight, self.final_conv.bias).transpose(1, 2), cache
+
+    def vjp(self, gy: Tensor, cache: Dict[str, Any]) -> Tensor:
+        """J_F(x)^T gy [B, T_p, D_a] (with respect to x only)."""
+        gh = F.conv_transpose1d(gy.transpose(1, 2), self.final_conv.weight, None)
+        return self.features_vjp(gh, cache)
+
+
+class DenoiserEnergy(nn.Module):
+    """E(a, s, sigma) = 1/2 |u|^2,  u = c_in a - F(c_in a; s, c_noise) / sigma.
+
+    A wrapper around the plain network F (:class:`VectorUNet`), as EDM's
+    ``EDMPrecond`` wraps its network: c_in = 1/sqrt(sigma^2 + 1),
+    c_noise = ln(sigma)/4, sigma = sigma(t) of the geometric schedule
+    (sigma_data = 1: actions are standardized). -dE/da = s_EDM - J_F^T s_EDM / sigma
+    with s_EDM = -c_in u, the score of EDM's preconditioned denoiser on F; with
+    F = 0 (the zero-initialised last layer) E is the Gaussian prior
+    |a|^2 / (2 (sigma^2 + 1)). Same inputs and outputs as :class:`EnergyUNet`.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.net = VectorUNet(cfg)
+
+    def precond(self, t: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """(sigma [B,1,1], c_in [B,1,1], c_noise [B]) at diffusion times ``t`` [B]."""
+        s = self.cfg.schedule
+        lam = math.log(s.sigma_max / s.sigma_min) / s.T
+        log_sig = math.log(s.sigma_min) + t.reshape(-1) * lam   # ln sigma(t), exactly affine in t
+        sig = torch.exp(log_sig).reshape(-1, 1, 1)
+        c_in = torch.rsqrt(sig * sig + 1.0)
+        return sig, c_in, 0.25 * log_sig
+
+    def sigma(self, t: Tensor) -> Tensor:
+        return self.precond(t)[0].reshape(-1)
+
+    def residual(self, a: Tensor, cond: Tensor, t: Tensor) -> Tensor:
+        """u [B, T_p, D_a]."""
+        sig, c_in, c_noise = self.precond(t)
+        x = c_in * a
+        return x - self.net(x, cond, c_noise) / sig
+
+    def half_sq_norm(self, u: Tensor) -> Tensor:
+        """1/2 |u|^2 per sample [B], as n * mean (ReduceMean: the operator set the export allows)."""
+        n = self.cfg.pred_horizon * self.cfg.action_dim
+        return (0.5 * n) * (u * u).mean(dim=(1, 2))
+
+    def forward(self, a: Tensor, cond: Tensor, t: Tensor) -> Tensor:
+        return self.half_sq_norm(self.residual(a, cond, t))
+
+    def score(self, a: Tensor, cond: Tensor, t: Tensor, create_graph: bool = False) -> Tuple[Tensor, Tensor]:
+        """Return (score = -dE/da, energy) through autograd."""
+        with torch.enable_grad():
+            if not a.requires_grad:
+                a = a.detach().requires_grad_(True)
+            e = self.forward(a, cond, t)
+            (g,) = torch.autograd.grad(e.sum(), a, create_graph=create_graph)
+        return -g, e
+
+    def energy_and_grad(self, a: Tensor, cond: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
+        """(dE/da, E): one forward of F, one VJP with cotangent u; plain ops only.
+
+        dE/da = c_in (u - J_F(x)^T u / sigma), x = c_in a (J_F with respect to
+        F's input, hence the outer c_in).
+        """
+        sig, c_in, c_noise = self.precond(t)
+        x = c_in * a
+        f, cache = self.net.forward_cache(x, cond, c_noise)
+        u = x - f / sig
+        e = self.half_sq_norm(u)
+        jtu = self.net.vjp(u, cache)
+        return c_in * (u - jtu / sig), e
+
+
+def energy_model(cfg: ModelConfig) -> nn.Module:
+    """The EnergyFlow network of ``cfg.energy_head``: :class:`EnergyUNet` (pooled) or :class:`DenoiserEnergy`."""
+    if cfg.energy_head == "denoiser":
+        return DenoiserEnergy(cfg)
+    if cfg.energy_head == "pooled":
+        return EnergyUNet(cfg)
+    raise ValueError(f"unknown energy head {cfg.energy_head!r}")
+
+
+def recompute_spectral_norm(model: nn.Module) -> int:
+    """Set every spectral-norm parametrization's (u, v) to the exact top singular
+    pair of its *current* weight (in place); returns how many layers were updated.
+
+    An EMA averages the weights but copies the live model's power-iteration
+    vectors, which belong to other weights; in eval mode the layer divides by
+    u^T W v, so the averaged layer would not have spectral norm 1. Call this on
+    the averaged model before evaluating or exporting it.
+    """
+    from torch.nn.utils import parametrize
+
+    n = 0
+    with torch.no_grad():
+        for mod in model.modules():
+            if not parametrize.is_parametrized(mod, "weight"):
+                continue
+            plist = mod.parametrizations.weight
+            for par in plist:
+                if not (hasattr(par, "_u") and hasattr(par, "_v") and hasattr(par, "_reshape_weight_to_matrix")):
+                    continue
+                wm = par._reshape_weight_to_matrix(plist.original.detach())
+                U, _, Vh = torch.linalg.svd(wm.double(), full_matrices=False)
+                par._u.copy_(U[:, 0].to(par._u.dtype))
+                par._v.copy_(Vh[0].to(par._v.dtype))
+                n += 1
+    return n
 
 
 def bake_spectral_norm(model: nn.Module) -> nn.Module:

@@ -1,11 +1,16 @@
 """Training (paper Algorithm 1) and export entry points.
 
 * denoising score matching with lambda(t) = sigma(t)^2, geometric VE schedule,
-  t ~ U[0, T], score = -dE/da through autograd (create_graph=True);
+  t ~ U[0, T], score = -dE/da through autograd (create_graph=True); options:
+  EDM's log-normal noise levels (``sigma_sampling: lognormal``) and loss
+  weight (``loss_weighting: edm``), :mod:`energyflow.losses`;
+* energy head ``pooled`` (the paper's) or ``denoiser`` (``ModelConfig.energy_head``,
+  :func:`energyflow.model.energy_model`);
 * AdamW (lr 1e-4, wd 1e-6), batch 256, cosine decay with 500 warm-up steps,
   gradient-norm clip 1.0, EMA weights (Diffusion Policy's power schedule)
-  used for export;
-* progress bar (loss, it/s, ETA), periodic validation loss, checkpoints that
+  used for export, with their spectral-norm vectors recomputed on the averaged
+  weights (:func:`energyflow.model.recompute_spectral_norm`);
+* progress bar (loss, gradient norm before clipping, it/s, ETA), periodic validation loss, checkpoints that
   resume exactly (model, EMA, optimiser, scheduler, every RNG), seeds;
 * multi-GPU through ``torchrun`` (DistributedDataParallel) when WORLD_SIZE > 1.
 
@@ -31,11 +36,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import PAPER_SIZE, TINY_SIZE, ImageSpec, ModelConfig, TrainConfig, merge_train_config
+from .config import (LEGACY_ENERGY_HEAD, PAPER_SIZE, TINY_SIZE, ImageSpec, ModelConfig, TrainConfig,
+                     merge_train_config)
 from .data import DataError, Normalizer, WindowDataset, load_hdf5, split_demos
 from .diffusion import NoiseUNet, clip_sample_range, ddpm_loss, sample_timesteps
-from .losses import dsm_loss
-from .model import EnergyUNet
+from .losses import dsm_loss, sample_t_lognormal, sample_t_uniform
+from .model import energy_model, recompute_spectral_norm
 from .preprocess import preprocess_batch
 
 
@@ -45,7 +51,8 @@ from .preprocess import preprocess_batch
 class Policy(nn.Module):
     """Policy network plus (optional) image encoder; ``cond`` layout per docs/bundle.md.
 
-    The network is ``self.energy`` (EnergyUNet) for ``policy: energyflow`` or
+    The network is ``self.energy`` (EnergyUNet or DenoiserEnergy, by
+    ``cfg.energy_head``) for ``policy: energyflow`` or
     ``self.noise`` (NoiseUNet) for ``policy: diffusion``; :attr:`net` is
     whichever is present (checkpoint keys stay ``energy.*`` for EnergyFlow).
     """
@@ -56,7 +63,7 @@ class Policy(nn.Module):
         if cfg.policy == "diffusion":
             self.noise = NoiseUNet(cfg)
         else:
-            self.energy = EnergyUNet(cfg)
+            self.energy = energy_model(cfg)
         self.vision = None
         if cfg.images:
             from .vision import ResNet18GN, load_vision_weights
@@ -69,20 +76,26 @@ class Policy(nn.Module):
 
     @property
     def net(self) -> nn.Module:
-        """The action network: EnergyUNet (energyflow) or NoiseUNet (diffusion)."""
+        """The action network: EnergyUNet / DenoiserEnergy (energyflow) or NoiseUNet (diffusion)."""
         return self.noise if self.cfg.policy == "diffusion" else self.energy
 
-    def sample_t(self, batch: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
-        """Training times: t ~ U[0, T] (energyflow) or integer k ~ U{0..N-1} as float32 (diffusion)."""
+    def sample_t(self, batch: int, gen: torch.Generator, device: torch.device,
+                 tcfg: Optional[TrainConfig] = None) -> torch.Tensor:
+        """Training times: integer k ~ U{0..N-1} as float32 (diffusion); for energyflow
+        t ~ U[0, T] or, with ``tcfg.sigma_sampling == "lognormal"``, t of a log-normal sigma."""
         if self.cfg.policy == "diffusion":
             return sample_timesteps(batch, gen, device)
-        return torch.rand(batch, generator=gen, device=device) * self.cfg.schedule.T
+        if tcfg is not None and tcfg.sigma_sampling == "lognormal":
+            return sample_t_lognormal(batch, self.cfg.schedule, tcfg.sigma_mean, tcfg.sigma_std, gen, device)
+        return sample_t_uniform(batch, self.cfg.schedule, gen, device)
 
-    def loss(self, a0: torch.Tensor, cond: torch.Tensor, t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
-        """DSM loss (energyflow, Algorithm 1) or DDPM epsilon MSE (diffusion) for fixed t/eps."""
+    def loss(self, a0: torch.Tensor, cond: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
+             weighting: str = "sigma2") -> torch.Tensor:
+        """DSM loss (energyflow, Algorithm 1; ``weighting`` sigma2 | edm) or DDPM epsilon MSE
+        (diffusion) for fixed t/eps."""
         if self.cfg.policy == "diffusion":
             return ddpm_loss(self.noise, a0, cond, k=t, eps=eps)
-        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps)
+        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps, weighting=weighting)
 
     def image_spec(self, im: ImageSpec) -> Dict[str, Any]:
         return {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]], "channel_order": "RGB",
@@ -121,13 +134,14 @@ def _random_shift(x: torch.Tensor, pad: int) -> torch.Tensor:
 class LossModule(nn.Module):
     """Computes the policy's loss in ``forward`` so DistributedDataParallel wraps the (double) backward."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, weighting: str = "sigma2") -> None:
         super().__init__()
         self.policy = policy
+        self.weighting = weighting
 
     def forward(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         cond = self.policy.build_cond(batch, train=True)
-        return self.policy.loss(batch["actions"], cond, t, eps)
+        return self.policy.loss(batch["actions"], cond, t, eps, self.weighting)
 
 
 # ---------------------------------------------------------------------------
@@ -152,6 +166,11 @@ class EMA:
         for be, b in zip(self.model.buffers(), model.buffers()):
             be.copy_(b)
         self.step += 1
+
+    def sync_spectral_norm(self) -> int:
+        """Recompute the spectral-norm (u, v) of the averaged weights (``update`` copies the
+        live model's, which belong to other weights); call before evaluating or exporting."""
+        return recompute_spectral_norm(self.model)
 
 
 def lr_lambda(warmup: int, total: int):
@@ -208,7 +227,7 @@ class Trainer:
             torch.set_num_threads(max(1, tcfg.threads))
         seed_everything(tcfg.seed)
         self.policy = Policy(mcfg, vision_weights).to(self.device)
-        self.loss_mod: nn.Module = LossModule(self.policy)
+        self.loss_mod: nn.Module = LossModule(self.policy, tcfg.loss_weighting)
         if self.world > 1:
             from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -222,6 +241,8 @@ class Trainer:
         self.gen = torch.Generator(device=self.device).manual_seed(tcfg.seed + 104729 * self.rank)
         self.history: List[Dict[str, Any]] = []
         self.progress = progress and self.rank == 0
+        #: total gradient norm of the last step, before clipping
+        self.last_grad_norm = float("nan")
 
     # -- state ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -260,7 +281,7 @@ class Trainer:
     # -- steps ---------------------------------------------------------------
     def _sample_noise(self, B: int, gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
         c = self.mcfg
-        t = self.policy.sample_t(B, gen, self.device)
+        t = self.policy.sample_t(B, gen, self.device, self.tcfg)
         eps = torch.randn(B, c.pred_horizon, c.action_dim, generator=gen, device=self.device)
         return t, eps
 
@@ -273,8 +294,9 @@ class Trainer:
         loss = self.loss_mod(batch, t, eps)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        if self.tcfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.tcfg.grad_clip)
+        # the norm before clipping (clip_grad_norm_ returns it; an infinite bound only measures)
+        clip = self.tcfg.grad_clip if self.tcfg.grad_clip > 0 else float("inf")
+        self.last_grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), clip))
         self.opt.step()
         self.sched.step()
         self.ema.update(self.policy)
@@ -285,6 +307,8 @@ class Trainer:
         """Mean loss (DSM or DDPM) over fixed validation batches (fixed t/eps, so values are comparable)."""
         if self.val_ds is None or len(self.val_ds) == 0:
             return None
+        if use_ema:
+            self.ema.sync_spectral_norm()
         pol = self.ema.model if use_ema else self.policy
         pol.eval()
         gen = torch.Generator(device=self.device).manual_seed(12345)
@@ -298,7 +322,7 @@ class Trainer:
             with torch.no_grad():
                 cond = pol.build_cond(batch)
             with torch.set_grad_enabled(self.mcfg.policy != "diffusion"):  # DSM needs autograd for the score
-                loss = pol.loss(batch["actions"], cond, t, eps)
+                loss = pol.loss(batch["actions"], cond, t, eps, self.tcfg.loss_weighting)
             tot += float(loss.detach()) * B
             n += B
         return tot / n
@@ -313,20 +337,26 @@ class Trainer:
         log = open(self.out / "log.jsonl", "a") if self.rank == 0 else None
         t0, s0 = time.time(), self.step
         ema_loss = None
+        ema_gnorm = None
         last_val = None
         try:
             while self.step < tc.steps:
                 loss = self.train_step()
+                gn = self.last_grad_norm
                 ema_loss = loss if ema_loss is None else 0.98 * ema_loss + 0.02 * loss
+                if math.isfinite(gn):
+                    ema_gnorm = gn if ema_gnorm is None else 0.98 * ema_gnorm + 0.02 * gn
                 if bar is not None:
                     bar.update(1)
-                    post = {"loss": f"{ema_loss:.4f}", "lr": f"{self.sched.get_last_lr()[0]:.2e}"}
+                    post = {"loss": f"{ema_loss:.4f}", "gnorm": f"{gn:.3g}",
+                            "lr": f"{self.sched.get_last_lr()[0]:.2e}"}
                     if last_val is not None:
                         post["val"] = f"{last_val:.4f}"
                     bar.set_postfix(post, refresh=False)
                 rec: Dict[str, Any] = {}
                 if self.step % tc.log_every == 0 or self.step == tc.steps:
                     rec = {"step": self.step, "loss": loss, "loss_avg": ema_loss,
+                           "grad_norm": gn, "grad_norm_avg": ema_gnorm,
                            "lr": self.sched.get_last_lr()[0],
                            "it_per_s": (self.step - s0) / max(1e-9, time.time() - t0)}
                 if tc.val_every and (self.step % tc.val_every == 0 or self.step == tc.steps):
@@ -401,6 +431,7 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
                 raise ValueError(f"{rp}: checkpoint holds a {kind!r} policy, not {model_over['policy']!r}")
             model_over = ckpt["model_cfg"]
             model_over = {k: v for k, v in model_over.items() if k not in ("images",)} | {"images": model_over["images"]}
+            model_over.setdefault("energy_head", LEGACY_ENERGY_HEAD)  # checkpoints from before the option
             tcfg = merge_train_config(TrainConfig(**ckpt["train_cfg"]), train_over)
         elif resume != "auto":
             raise FileNotFoundError(rp)
@@ -408,6 +439,8 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
         vision_width = model_over["images"][0].get("width", 64)
     mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size,
                                                   vision_width)
+    if mcfg.policy == "energyflow":
+        meta["training"] = tcfg.noise_record()  # into the checkpoint and the bundle manifest
     trainer = Trainer(mcfg, tcfg, train_ds, val_ds, outp, meta, vision_weights, progress)
     if ckpt is not None:
         trainer.load_state_dict(ckpt)
@@ -416,6 +449,7 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     summary = trainer.run()
     summary["windows"] = {"train": len(train_ds), "val": 0 if val_ds is None else len(val_ds)}
     if export_bundle and trainer.rank == 0:
+        trainer.ema.sync_spectral_norm()
         man = export_policy(trainer.ema.model, meta, outp / "bundle", name or Path(data).stem)
         summary["bundle"] = str(outp / "bundle")
         summary["export_check"] = man["model"].get("export_check")
@@ -426,21 +460,38 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
 
 def export_policy(policy: Policy, meta: Dict[str, Any], out: Path, name: str,
                   tol: Optional[float] = None) -> Dict[str, Any]:
-    """Bundle of the policy's kind; ``tol`` None = the kind's export-check default."""
+    """Bundle of the policy's kind; ``tol`` None = the kind's export-check default.
+
+    The spectral-norm vectors are first recomputed on the weights being
+    exported (an EMA holds the live model's, :meth:`EMA.sync_spectral_norm`);
+    ``meta["training"]`` (noise-level law and loss weight) goes into the
+    manifest's ``model.training``.
+    """
     from .bundle import write_bundle
 
+    recompute_spectral_norm(policy)
     sn = meta.get("state_norm") or {}
     return write_bundle(out, policy.net, name, meta["action_norm"]["mean"], meta["action_norm"]["std"],
                         sn.get("mean"), sn.get("std"), vision_encoder=policy.vision, tol=tol,
-                        clip_sample=float(meta.get("clip_sample", 0.0)))
+                        clip_sample=float(meta.get("clip_sample", 0.0)), training=meta.get("training"))
 
 
 def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Policy, Dict[str, Any]]:
+    """Policy (EMA or live weights, eval mode) and the run's ``meta`` of a checkpoint.
+
+    Checkpoints from before ``energy_head`` hold the pooled head; their meta
+    gets the ``training`` record from the checkpoint's train config.
+    """
     ck = torch.load(str(path), map_location="cpu", weights_only=False)
-    mcfg = ModelConfig.from_dict(ck["model_cfg"])
+    mcfg = ModelConfig.from_saved(ck["model_cfg"])
     pol = Policy(mcfg)
     pol.load_state_dict(ck["ema"] if use_ema else ck["policy"])
-    return pol.eval(), ck["meta"]
+    meta = dict(ck["meta"])
+    if mcfg.policy == "energyflow" and "training" not in meta:
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        meta["training"] = TrainConfig(**{k: v for k, v in ck.get("train_cfg", {}).items() if k in known}
+                                       ).noise_record()
+    return pol.eval(), meta
 
 
 def export_from_checkpoint(ckpt: str, out: str, name: Optional[str] = None, use_ema: bool = True,

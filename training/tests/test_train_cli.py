@@ -159,7 +159,7 @@ def test_cli_export_random_and_bench(tmp_path, capsys):
     assert r["median_ms"] > 0
 
 
-@pytest.mark.parametrize("cmd", ["train", "export", "calibrate", "sample", "inspect", "fixtures", "bench"])
+@pytest.mark.parametrize("cmd", ["train", "export", "calibrate", "sample", "inspect", "fixtures", "bench", "probe"])
 def test_help(cmd, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main([cmd, "--help"])
