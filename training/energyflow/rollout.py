@@ -112,25 +112,38 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
 class Smoothness:
     """Roughness of executed action windows: the mean absolute step-to-step
     change per action dimension in units of the data's action std (all
-    dimensions but the gripper), and the gripper command's sign flips per
-    window (the last dimension)."""
+    dimensions but the gripper), and the gripper command's flips per window
+    (the last dimension crossing the middle of the demonstrations' gripper
+    range: Meta-World's experts command e.g. 0 → 0.6 or −1 → 0.6, once per
+    episode)."""
 
     step_change: float
     gripper_flips: float
     windows: int
 
 
-def smoothness(chunks: np.ndarray, action_std: np.ndarray, gripper: bool = True) -> Smoothness:
-    """``chunks`` ``[N, T_a, D_a]`` executed windows (raw units)."""
+def smoothness(chunks: np.ndarray, action_std: np.ndarray, grip_level: Optional[float] = None) -> Smoothness:
+    """``chunks`` ``[N, T_a, D_a]`` executed windows (raw units); the last
+    dimension is the gripper when ``grip_level`` (the middle of its open and
+    closed commands) is given, else every dimension counts as motion and no
+    flips are counted."""
     c = np.asarray(chunks, np.float64)
     std = np.maximum(np.asarray(action_std, np.float64), 1e-6)
     d = np.abs(np.diff(c, axis=1)) / std
-    move = d[..., :-1] if gripper and c.shape[-1] > 1 else d
+    move = d[..., :-1] if grip_level is not None and c.shape[-1] > 1 else d
     flips = 0.0
-    if gripper:
-        s = np.sign(c[..., -1])
-        flips = float(np.mean(np.sum((s[:, 1:] * s[:, :-1]) < 0, axis=1)))
+    if grip_level is not None:
+        side = c[..., -1] > grip_level
+        flips = float(np.mean(np.sum(side[:, 1:] != side[:, :-1], axis=1)))
     return Smoothness(float(move.mean()), flips, int(c.shape[0]))
+
+
+def grip_level(demos: Sequence) -> Optional[float]:
+    """The middle of the demonstrations' gripper commands (last action
+    dimension); None when they never change it (e.g. ButtonPress)."""
+    g = np.concatenate([np.asarray(d.actions)[:, -1] for d in demos])
+    lo, hi = float(g.min()), float(g.max())
+    return None if hi - lo < 1e-3 else (lo + hi) / 2
 
 
 def demo_windows(demos: Sequence, T_o: int, T_a: int, n: int, seed: int = 0) -> List[tuple]:
@@ -161,5 +174,6 @@ def chunk_smoothness(planner: Planner, demos: Sequence, state_key: str = "state"
         c = conds_a[b:b + batch]
         z = rng.standard_normal((len(c),) + planner.noise_shape).astype(np.float32)
         out.append(planner.plan(c, z)[:, To - 1:To - 1 + Ta])
-    return {"policy": smoothness(np.concatenate(out), planner.action_std),
-            "demos": smoothness(np.stack(demo_chunks), planner.action_std)}
+    level = grip_level(demos)
+    return {"policy": smoothness(np.concatenate(out), planner.action_std, level),
+            "demos": smoothness(np.stack(demo_chunks), planner.action_std, level)}

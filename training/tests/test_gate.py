@@ -11,21 +11,28 @@ from energyflow.config import ModelConfig, TINY_SIZE
 from energyflow.data import Demo
 from energyflow.gate import GateLimits, demo_scenes, judge, run_gate
 from energyflow.model import EnergyUNet
-from energyflow.rollout import Planner, Smoothness, chunk_smoothness, load_planner, smoothness
+from energyflow.rollout import Planner, Smoothness, chunk_smoothness, grip_level, load_planner, smoothness
 
 torch.set_num_threads(1)
 
 
 def test_smoothness_of_known_windows():
-    # two dims moving 0.1 and 0.3 per step (std 1 and 2 -> 0.1 and 0.15 std), gripper flipping twice
+    # two dims moving 0.1 and 0.3 per step (std 1 and 2 -> 0.1 and 0.15 std), a 0/0.6 gripper flipping twice
     t = np.arange(4, dtype=float)
-    w = np.stack([0.1 * t, 0.3 * t, [1, -1, -1, 1]], axis=1)[None]
-    s = smoothness(w, np.array([1.0, 2.0, 1.0]))
+    w = np.stack([0.1 * t, 0.3 * t, [0.6, 0.0, 0.1, 0.6]], axis=1)[None]
+    s = smoothness(w, np.array([1.0, 2.0, 1.0]), grip_level=0.3)
     assert s.step_change == pytest.approx(0.125)
     assert s.gripper_flips == 2 and s.windows == 1
     # without a gripper every dimension counts and nothing flips
-    s = smoothness(w[..., :2], np.array([1.0, 2.0]), gripper=False)
+    s = smoothness(w[..., :2], np.array([1.0, 2.0]))
     assert s.step_change == pytest.approx(0.125) and s.gripper_flips == 0
+
+
+@pytest.mark.parametrize("commands,want", [([0.0, 0.6], 0.3), ([-1.0, 0.6], -0.2), ([0.0, 0.0], None)])
+def test_grip_level_is_the_middle_of_the_demos_commands(commands, want):
+    demos = [Demo("d", np.array([[0, 0, 0, c] for c in commands], np.float32), {})]
+    got = grip_level(demos)
+    assert got == (None if want is None else pytest.approx(want))
 
 
 @pytest.mark.parametrize("policy,demos,success,failed", [
