@@ -350,6 +350,11 @@ class Bridge:
         self.pending_level = None
         self.world.reset(task=task, level=level, seed=seed, fault=fault)
         self.fault &= ~(F_INTERNAL | F_BAD_COMMAND)
+        # The gripper's held effort belongs to the cell, not the controller:
+        # Meta-World's reset opens the gripper, so a new episode must not
+        # squeeze it with the previous episode's last command (held while
+        # enable is 0, i.e. until the controller enables and commands again).
+        self._grip_hold = 0.0
         self._after_done = 0
         self._prev_pos = None
         self._pending = False

@@ -92,3 +92,22 @@ def test_auto_reset_after_success(core):
             break
     assert b.world.episode == ep0 + 1 and b.world.seed == 4 and b.world.step_count == 0
     assert not _status(b, m)[0] & ST_SUCCESS
+
+
+def test_reset_opens_the_held_gripper(core):
+    """A new episode starts with the gripper as Meta-World's reset leaves it
+    (open): the previous episode's last gripper command, held while enable
+    is 0, must not squeeze it before the controller commands again. (It did:
+    every runtime episode after the first of a grasping cell started with
+    the gripper closing, 1/6 Assembly successes instead of 6/6.)"""
+    b, m = core
+    b.write(FC_WRITE, m.signal("enable").address, [1])
+    for hb in range(1, 6):
+        _cmd(b, m, [0.0, 0.0, 0.0, 1.0], hb)           # close the gripper
+    b.write(FC_WRITE, m.signal("enable").address, [0])  # the controller halts at the episode's end
+    b.reset(seed=4)
+    g0 = b.world.obs[3]                                  # gripper opening right after the reset
+    for hb in range(6, 11):                              # a new controller, not yet enabled
+        _cmd(b, m, [0.0, 0.0, 0.0, 1.0], hb)
+    assert b.world.step_count == 5
+    assert b.world.obs[3] == pytest.approx(g0, abs=1e-3), "the gripper moved while disabled after a reset"
