@@ -133,6 +133,37 @@ func TestSampleJSON(t *testing.T) {
 	}
 }
 
+// TestWireTimesKeepMilliseconds: samples and events carry exact Unix
+// milliseconds; two events seconds apart never read the same time (they
+// did: 7 significant digits made every "t" of a quarter hour 1795465000000).
+func TestWireTimesKeepMilliseconds(t *testing.T) {
+	t0 := time.UnixMilli(1795465123456)
+	cases := []struct {
+		name string
+		json func(time.Time) []byte
+	}{
+		{"sample", func(at time.Time) []byte { return appendSampleJSON(nil, &Sample{Time: at}) }},
+		{"event", func(at time.Time) []byte { return appendEventJSON(nil, &Event{Time: at, Kind: "trip"}, true) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var a, b struct {
+				T *int64 `json:"t"`
+			}
+			if err := json.Unmarshal(c.json(t0), &a); err != nil || a.T == nil || *a.T != 1795465123456 {
+				t.Fatalf("t = %v (err %v), want 1795465123456", a.T, err)
+			}
+			if err := json.Unmarshal(c.json(t0.Add(3*time.Second)), &b); err != nil || b.T == nil || *b.T-*a.T != 3000 {
+				t.Fatalf("3 s later: t = %v, want %d", b.T, *a.T+3000)
+			}
+			var z struct{ T *int64 }
+			if err := json.Unmarshal(c.json(time.Time{}), &z); err != nil || z.T != nil {
+				t.Fatalf("zero time: t = %v, want null", z.T)
+			}
+		})
+	}
+}
+
 // TestPublishAllocs proves the control-loop side allocates nothing once
 // warmed up.
 func TestPublishAllocs(t *testing.T) {

@@ -148,6 +148,18 @@ async function e2e(browser) {
   await page.click('#stop');
   await page.waitForFunction(() => document.getElementById('state').textContent.startsWith('STOPPED'), null, { timeout: 10000 });
   await page.waitForFunction(() => document.querySelector('#events .kind.stop') !== null, null, { timeout: 10000 });
+  // 7. Events carry their own wall-clock time: a second stop 2.2 s later
+  //    shows another time in the list (every event once read the same time).
+  await sleep(2200);
+  const second = await page.evaluate(async (tok) => (await fetch('/api/stop', {
+    method: 'POST', headers: { Authorization: 'Bearer ' + tok }, body: '{"reason":"second stop"}' })).status, env.EF_VIEW_TOKEN);
+  check(second === 200, 'second STOP: HTTP ' + second);
+  await page.waitForFunction(() => document.querySelectorAll('#events .kind.stop').length >= 2, null, { timeout: 10000 });
+  const times = await page.evaluate(() => [...document.querySelectorAll('#events li')]
+    .filter((li) => li.querySelector('.kind.stop')).map((li) => li.querySelector('time').textContent));
+  check(times.length === 2 && times[0] !== times[1], 'two stop events 2.2 s apart show times ' + JSON.stringify(times));
+  result.eventTimes = times;
+  log('event times:', JSON.stringify(times));
   await sleep(600); // let the overlay show the stop in the video
   mkdirSync(ARTIFACTS, { recursive: true });
   const shot = join(ARTIFACTS, 'telemetry-e2e.png');
