@@ -157,8 +157,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if cfg.Telemetry.Enabled {
 		g := gpu.Open("/", log.With("part", "gpu"))
 		a.closers = append(a.closers, g.Close)
+		metrics := telemetry.NewMetricsWith(telemetry.MetricsOptions{EnergyBuckets: energyBuckets(a.bundle.Manifest.Calibration)})
 		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, GPU: g, Logger: log.With("part", "telemetry"),
-			Announce: opts.Announce}); err != nil {
+			Announce: opts.Announce, Metrics: metrics}); err != nil {
 			return nil, err
 		}
 		a.tel = tel

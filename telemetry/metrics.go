@@ -45,9 +45,29 @@ type Metrics struct {
 // Metric name prefix.
 const ns = "energyflow"
 
-// NewMetrics builds the collectors in a fresh registry, together with the Go
-// runtime and process collectors.
-func NewMetrics() *Metrics {
+// MetricsOptions tunes the collectors to what they will measure.
+type MetricsOptions struct {
+	// EnergyBuckets are the upper bounds of energy_score_distribution's
+	// buckets, increasing; nil: DefaultEnergyBuckets. Energies scale with
+	// the bundle (hundreds for the shipped ones), so the runtime derives
+	// them from the bundle's calibration.
+	EnergyBuckets []float64
+}
+
+// DefaultEnergyBuckets are the energy histogram's bounds when nothing says
+// what energies to expect: −10 … 20 in steps of 1.
+func DefaultEnergyBuckets() []float64 { return prometheus.LinearBuckets(-10, 1, 31) }
+
+// NewMetrics builds the collectors with the default options.
+func NewMetrics() *Metrics { return NewMetricsWith(MetricsOptions{}) }
+
+// NewMetricsWith builds the collectors in a fresh registry, together with
+// the Go runtime and process collectors.
+func NewMetricsWith(o MetricsOptions) *Metrics {
+	eb := o.EnergyBuckets
+	if len(eb) == 0 {
+		eb = DefaultEnergyBuckets()
+	}
 	ms := func(lo float64, n int) []float64 { return prometheus.ExponentialBuckets(lo, 2, n) }
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -64,7 +84,7 @@ func NewMetrics() *Metrics {
 		threshold: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_threshold",
 			Help: "Energy score at which the safety monitor stops the arm (NaN: no energy stop)."}),
 		energyDist: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "energy_score_distribution",
-			Help: "Distribution of energy scores.", Buckets: prometheus.LinearBuckets(-10, 1, 31)}),
+			Help: "Distribution of energy scores.", Buckets: eb}),
 		trips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "safety_trips_total",
 			Help: "Safety stops by reason (a small fixed set of reasons)."}, []string{"reason"}),
 		modbusRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "modbus_round_trip_seconds",

@@ -1,0 +1,58 @@
+package runtime
+
+import (
+	"math"
+	"slices"
+
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/telemetry"
+)
+
+// energyBucketCount is the number of equal-width buckets of the energy
+// histogram in /metrics (the threshold adds one bound).
+const energyBucketCount = 32
+
+// energyBuckets returns the bounds of the energy histogram in /metrics for
+// a bundle's calibration: equal-width buckets from the calibrated energy's
+// mean − 4 std to max(q99.9, threshold) + 4 std, with the stop threshold
+// itself a bound (so the count above it is exact). Without a calibrated
+// energy it returns telemetry's defaults.
+func energyBuckets(c *engines.Calibration) []float64 {
+	if c == nil {
+		return telemetry.DefaultEnergyBuckets()
+	}
+	st, ok := c.Scores["energy"]
+	if !ok || !finiteAll(st.Mean, st.Std) || st.Std <= 0 {
+		return telemetry.DefaultEnergyBuckets()
+	}
+	top := st.Mean + 3*st.Std
+	if q, ok := st.Quantiles["99.9"]; ok && finiteAll(q) {
+		top = math.Max(top, q)
+	}
+	thr := math.NaN()
+	if c.Recommended.Score == "energy" && finiteAll(c.Recommended.Threshold) {
+		thr = c.Recommended.Threshold
+		top = math.Max(top, thr)
+	}
+	lo, hi := st.Mean-4*st.Std, top+4*st.Std
+	w := (hi - lo) / energyBucketCount
+	b := make([]float64, 0, energyBucketCount+2)
+	for i := 0; i <= energyBucketCount; i++ {
+		b = append(b, lo+float64(i)*w)
+	}
+	if !math.IsNaN(thr) {
+		b = append(b, thr)
+		slices.Sort(b)
+		b = slices.Compact(b)
+	}
+	return b
+}
+
+func finiteAll(v ...float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
