@@ -59,8 +59,11 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 		body  string
 		wants []string // substrings, each must appear
 	}{
-		{"unknown key", minimal + "loop:\n  rate: 10\n", []string{"config.yaml:14", "unknown key rate"}},
-		{"unknown section", minimal + "robto: {}\n", []string{"config.yaml:13", "unknown key robto"}},
+		{"unknown key", minimal + "loop:\n  rate: 10\n", []string{"config.yaml:14", "unknown key loop.rate (did you mean loop.rate_hz?)"}},
+		{"unknown section", minimal + "robto: {}\n", []string{"config.yaml:13", "unknown key robto (did you mean robot?)"}},
+		{"typo in a nested key", strings.Replace(minimal, "safety:\n", "safety:\n  watchdog:\n    loop_max_lat: 50ms\n", 1), []string{"config.yaml:10", "unknown key safety.watchdog.loop_max_lat (did you mean safety.watchdog.loop_max_late?)"}},
+		{"typo in robot", strings.Replace(minimal, "  address:", "  adress:", 1), []string{"config.yaml:2", "unknown key robot.adress (did you mean robot.address?)"}},
+		{"no near key: the valid ones", minimal + "loop:\n  zzzzzz: 1\n", []string{"unknown key loop.zzzzzz (valid keys here: ", "rate_hz"}},
 		{"every problem reported", strings.Replace(minimal, "bundle: bundle", "bundle: bundle\n  backend: cuda\n  steps: -1", 1) + "loop:\n  rate_hz: 0\nlog:\n  level: loud\n",
 			[]string{"config.yaml:8: policy.backend", "config.yaml:9: policy.steps", "config.yaml:16: loop.rate_hz", "config.yaml:18: log.level"}},
 		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},

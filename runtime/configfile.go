@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -96,7 +98,8 @@ func (c *Config) keyError(key string, err error) error {
 }
 
 // decodeStrict decodes YAML into v, rejecting unknown keys. Every unknown
-// key is reported with its line.
+// key is reported with its line and its YAML path (robot.adress), with the
+// nearest valid key when one is close ("did you mean robot.address?").
 func decodeStrict(file string, data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -106,30 +109,167 @@ func decodeStrict(file string, data []byte, v any) error {
 	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
+		lines := keyLines(data)
 		var errs []error
 		for _, msg := range te.Errors {
-			errs = append(errs, parseYAMLMsg(file, msg))
+			errs = append(errs, parseYAMLMsg(file, msg, lines, reflect.TypeOf(v)))
 		}
 		return errors.Join(errs...)
 	}
-	return parseYAMLMsg(file, err.Error())
+	return parseYAMLMsg(file, err.Error(), nil, nil)
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
+var (
+	yamlLineRE    = regexp.MustCompile(`line (\d+): (.*)`)
+	yamlUnknownRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+)
 
-func parseYAMLMsg(file, msg string) error {
+// parseYAMLMsg turns one of yaml's messages into a ConfigError with its
+// line; an unknown key is named by its YAML path, found in lines (dotted
+// path → line) on the message's line, with a suggestion from root's fields.
+func parseYAMLMsg(file, msg string, lines map[string]int, root reflect.Type) error {
 	msg = strings.TrimPrefix(msg, "yaml: ")
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		inner := m[2]
-		inner = strings.Replace(inner, "field ", "unknown key ", 1)
-		inner = strings.Replace(inner, " not found in type ", " (not a field of ", 1)
-		if strings.Contains(inner, "(not a field of ") {
-			inner += ")"
-		}
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return &ConfigError{File: file, Err: errors.New(msg)}
+	}
+	line, _ := strconv.Atoi(m[1])
+	inner := m[2]
+	u := yamlUnknownRE.FindStringSubmatch(inner)
+	if u == nil {
 		return &ConfigError{File: file, Line: line, Err: errors.New(inner)}
 	}
-	return &ConfigError{File: file, Err: errors.New(msg)}
+	path := u[1]
+	for p, l := range lines {
+		if l == line && (p == u[1] || strings.HasSuffix(p, "."+u[1])) && len(p) > len(path) {
+			path = p
+		}
+	}
+	text := "unknown key " + path
+	parent := ""
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		parent = path[:i]
+	}
+	if root != nil {
+		valid := yamlKeysAt(root, parent)
+		if near := nearestKey(u[1], valid); near != "" {
+			if parent != "" {
+				near = parent + "." + near
+			}
+			text += " (did you mean " + near + "?)"
+		} else if len(valid) > 0 {
+			text += " (valid keys here: " + strings.Join(valid, ", ") + ")"
+		}
+	}
+	return &ConfigError{File: file, Line: line, Err: errors.New(text)}
+}
+
+// yamlKeysAt lists the YAML keys a struct type accepts at a dotted path
+// ("" for the top level), following inline structs; nil when the path does
+// not lead to a struct (a map, a list, an unknown section).
+func yamlKeysAt(t reflect.Type, path string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if path != "" {
+		head, rest, _ := strings.Cut(path, ".")
+		if strings.Contains(head, "[") {
+			return nil
+		}
+		f, ok := yamlField(t, head)
+		if !ok {
+			return nil
+		}
+		return yamlKeysAt(f, rest)
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-" || !f.IsExported():
+		case strings.Contains(opts, "inline"):
+			keys = append(keys, yamlKeysAt(f.Type, "")...)
+		case name != "":
+			keys = append(keys, name)
+		default:
+			keys = append(keys, strings.ToLower(f.Name))
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// yamlField is the type of struct t's field with YAML key name.
+func yamlField(t reflect.Type, name string) (reflect.Type, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			if ft, ok := yamlField(f.Type, name); ok {
+				return ft, true
+			}
+			continue
+		}
+		if key == "" {
+			key = strings.ToLower(f.Name)
+		}
+		if key == name && f.IsExported() {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// nearestKey is the key of valid closest to k in edit distance when close
+// enough to be a typo (2 edits, 3 for keys longer than 6 bytes), or one that
+// k begins (rate → rate_hz); "" otherwise.
+func nearestKey(k string, valid []string) string {
+	limit := 2
+	if len(k) > 6 {
+		limit = 3
+	}
+	best, bestD := "", limit+1
+	for _, v := range valid {
+		d := editDistance(k, v)
+		if strings.HasPrefix(v, k) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = v, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // keyLines maps every dotted key path of a YAML document to its line.
