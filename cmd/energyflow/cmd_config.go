@@ -44,7 +44,11 @@ Search order without --config: `+fmt.Sprint(runtime.ConfigSearchPath()))
 			fmt.Fprintln(env.stderr, "energyflow config check:", err)
 			return exitCheckFailed
 		}
-		if _, err := runtime.LoadConfig(file); err != nil {
+		cfg, err := runtime.LoadConfig(file)
+		if err == nil {
+			err = cfg.Check() // what the file refers to: map, bundle, token folder, backend
+		}
+		if err != nil {
 			fmt.Fprintf(env.stderr, "energyflow config check: %s is not valid:\n%v\n", file, err)
 			return exitCheckFailed
 		}
