@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -587,6 +588,9 @@ func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur ti
 	s.EndEffector = nil
 	if len(l.state.Observation) >= 3 {
 		s.EndEffector = l.state.Observation[:3]
+		if slices.Equal(s.Joints, s.EndEffector) {
+			s.Joints = nil // a Cartesian arm: its position is its end effector, not joints
+		}
 	}
 	s.Gripper = l.state.Gripper
 	l.d.Sink.Publish(*s)

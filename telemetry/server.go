@@ -326,7 +326,8 @@ type statsMessage struct {
 type videoStats struct {
 	Width           int     `json:"width"`
 	Height          int     `json:"height"`
-	FPS             int     `json:"fps"`
+	FPS             int     `json:"fps"`          // the configured limit (video.fps)
+	MeasuredFPS     float64 `json:"fps_measured"` // frames actually encoded per second, last 5 s
 	Viewers         int     `json:"viewers"`
 	EncodeMedian    float64 `json:"encode_ms_median"`
 	EncodeCPUMedian float64 `json:"encode_cpu_ms_median"`
@@ -351,8 +352,9 @@ func (s *Server) readStats() statsMessage {
 		m.GPU = []gpu.Stats{}
 	}
 	m.Video = videoStats{Width: s.cfg.Video.Width, Height: s.cfg.Video.Height, FPS: s.cfg.Video.FPS, Viewers: s.Viewers()}
-	es := s.video.stats.snapshot()
+	es := s.video.stats.snapshot(time.Now())
 	m.Video.EncodeMedian, m.Video.EncodeCPUMedian, m.Video.EncodedFrames = durMillis(es.MedianWall), durMillis(es.MedianCPU), es.Frames
+	m.Video.MeasuredFPS = es.FPS
 	return m
 }
 
@@ -378,4 +380,4 @@ func (s *Server) statsLoop() {
 }
 
 // EncodeStats returns the recent cost of encoding a frame.
-func (s *Server) EncodeStats() EncodeStats { return s.video.stats.snapshot() }
+func (s *Server) EncodeStats() EncodeStats { return s.video.stats.snapshot(time.Now()) }

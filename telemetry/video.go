@@ -53,14 +53,16 @@ type encodeStats struct {
 	mu    sync.Mutex
 	wall  [256]time.Duration
 	cpu   [256]time.Duration
+	at    [256]time.Time // when each frame was encoded
 	n     int
 	total uint64
 }
 
-func (e *encodeStats) add(wall, cpu time.Duration) {
+func (e *encodeStats) add(wall, cpu time.Duration, at time.Time) {
 	e.mu.Lock()
 	e.wall[e.total%uint64(len(e.wall))] = wall
 	e.cpu[e.total%uint64(len(e.cpu))] = cpu
+	e.at[e.total%uint64(len(e.at))] = at
 	e.total++
 	e.n = min(e.n+1, len(e.wall))
 	e.mu.Unlock()
@@ -71,7 +73,14 @@ type EncodeStats struct {
 	MedianWall time.Duration // overlay + colour conversion + VP8, wall clock
 	MedianCPU  time.Duration // the same, CPU time of the encoder thread
 	Frames     uint64        // frames encoded since start
+	// FPS is the rate frames were actually encoded at over the last
+	// fpsWindow (0: fewer than two frames in it): the camera or the encoder
+	// may run below the configured video.fps.
+	FPS float64
 }
+
+// fpsWindow is the span EncodeStats.FPS is measured over.
+const fpsWindow = 5 * time.Second
 
 func medianOf(d []time.Duration) time.Duration {
 	if len(d) == 0 {
@@ -81,12 +90,29 @@ func medianOf(d []time.Duration) time.Duration {
 	return d[len(d)/2]
 }
 
-func (e *encodeStats) snapshot() EncodeStats {
+func (e *encodeStats) snapshot(now time.Time) EncodeStats {
 	e.mu.Lock()
 	w := slices.Clone(e.wall[:e.n])
 	c := slices.Clone(e.cpu[:e.n])
 	st := EncodeStats{Frames: e.total}
+	var first, last time.Time
+	k := 0
+	for _, t := range e.at[:e.n] {
+		if now.Sub(t) > fpsWindow {
+			continue
+		}
+		if k == 0 || t.Before(first) {
+			first = t
+		}
+		if k == 0 || t.After(last) {
+			last = t
+		}
+		k++
+	}
 	e.mu.Unlock()
+	if span := last.Sub(first); k >= 2 && span > 0 {
+		st.FPS = float64(k-1) / span.Seconds()
+	}
 	st.MedianWall, st.MedianCPU = medianOf(w), medianOf(c)
 	return st
 }
@@ -324,7 +350,7 @@ func (p *videoPipeline) run(enc *vpx.Encoder) {
 		}
 		wall := time.Since(t0)
 		p.metrics.encodeDuration.Observe(wall.Seconds())
-		p.stats.add(wall, threadCPUTime()-c0)
+		p.stats.add(wall, threadCPUTime()-c0, time.Now())
 		if len(frame) == 0 {
 			continue
 		}

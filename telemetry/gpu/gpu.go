@@ -76,11 +76,14 @@ func Open(sysRoot string, log *slog.Logger) ReadCloser {
 		return n
 	}
 	log.Debug("gpu: NVML unavailable", "err", err)
-	if j, err := OpenJetson(sysRoot); err == nil {
+	j, jerr := OpenJetson(sysRoot)
+	if jerr == nil {
 		log.Info("gpu: using Jetson sysfs")
 		return j
 	}
-	return None{Reason: err.Error()}
+	log.Debug("gpu: Jetson sysfs unavailable", "err", jerr)
+	// One plain sentence for the operator; the details are in the debug log.
+	return None{Reason: "no NVIDIA driver (NVML) and no Jetson GPU under " + sysRoot}
 }
 
 var (

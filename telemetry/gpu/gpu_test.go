@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +38,11 @@ func TestOpenNeverCrashes(t *testing.T) {
 	}
 	if r.Source() == "none" && !errors.Is(err, ErrNoGPU) {
 		t.Fatalf("none reader error %v", err)
+	}
+	// The operator reads one plain reason, not a chain of wrapped errors
+	// ("no GPU: gpu: no GPU statistics …" was what the page showed).
+	if n, ok := r.(None); ok && (n.Reason == "" || strings.Contains(n.Reason, "gpu:") || strings.Contains(n.Reason, "GPU statistics")) {
+		t.Fatalf("none reason %q", n.Reason)
 	}
 	// Opening again after a failed Init must also be safe.
 	r2 := Open("/", nil)

@@ -152,6 +152,7 @@ function showSample(m) {
   $('v-inf').textContent = fmt(m.inference_ms, 1) + ' ms';
   $('v-tickms').textContent = fmt(m.tick_ms, 1) + ' ms';
   $('v-joints').textContent = vec(m.joints);
+  $('v-joints').parentElement.hidden = !(m.joints && m.joints.length); // an arm without joint readings
   $('v-ee').textContent = vec(m.ee);
   schedulePlot();
 }
@@ -224,7 +225,7 @@ function showStats(m) {
     rows.push(['GPU', m.gpu_error ? m.gpu_error : 'none']);
   }
   const v = m.video || {};
-  rows.push(['video', v.width + '×' + v.height + ' @ ' + v.fps + ' fps, encode ' + fmt(v.encode_ms_median, 1) + ' ms (CPU ' + fmt(v.encode_cpu_ms_median, 1) + ' ms), ' + v.viewers + ' viewer(s)']);
+  rows.push(['video', v.width + '×' + v.height + ' @ ' + fmt(v.fps_measured, 1) + ' fps (limit ' + v.fps + '), encode ' + fmt(v.encode_ms_median, 1) + ' ms (CPU ' + fmt(v.encode_cpu_ms_median, 1) + ' ms), ' + v.viewers + ' viewer(s)']);
   const tb = $('stats');
   tb.replaceChildren(...rows.map(([k, val]) => {
     const tr = document.createElement('tr');
