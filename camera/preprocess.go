@@ -122,7 +122,9 @@ func linearTaps(dst []tap, in, out, off, n, stride int) []tap {
 	dst = dst[:0]
 	scale := float32(in) / float32(out)
 	for i := off; i < off+n; i++ {
-		src := scale*(float32(i)+0.5) - 0.5
+		// float32(…) rounds the product first: no fused multiply-subtract
+		// on arm64, so the taps match torch's on every platform.
+		src := float32(scale*(float32(i)+0.5)) - 0.5
 		if src < 0 {
 			src = 0
 		}

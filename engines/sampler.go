@@ -577,7 +577,9 @@ func (sc Schedule) Steps(ts, scales []float32) {
 	k := len(ts)
 	dt := (sc.T - sc.Gamma) / float64(k)
 	for i := range ts {
-		t := sc.T - float64(i)*dt
+		// float64(…) rounds the product: no fused multiply-subtract on
+		// arm64, so t_k is the reference's T − k·Δt on every platform.
+		t := sc.T - float64(float64(i)*dt)
 		ts[i] = float32(t)
 		scales[i] = float32(dt * 0.5 * sc.DSigma2Dt(t))
 	}
@@ -598,7 +600,9 @@ func unstandardize(dst, src, mean, std []float32) {
 	da := len(mean)
 	for i, v := range src {
 		d := i % da
-		dst[i] = v*std[d] + mean[d]
+		// float32(…) rounds the product first: no fused multiply-add on
+		// arm64, so actions round like the reference's a·std + mean.
+		dst[i] = float32(v*std[d]) + mean[d]
 	}
 }
 

@@ -64,3 +64,14 @@ trt-bench: trt-shim
 
 build-trt: trt-shim
 	$(GO) build -tags tensorrt -o bin/energyflow ./cmd/energyflow
+
+# make trt-link TRT_INCLUDE_DIR=/path/to/TensorRT/include
+#                      the real shim compiled (nvcc) and linked, and
+#                      `go build -tags tensorrt`, against NVIDIA's CUDA 13
+#                      and TensorRT 10 lean-runtime wheels from PyPI (pinned,
+#                      into .deps/trt-pypi); links the shim with
+#                      -Wl,--no-undefined and runs `engine info` up to
+#                      "no usable CUDA device" (scripts/trt-link.sh).
+.PHONY: trt-link
+trt-link:
+	@TRT_INCLUDE_DIR="$(TRT_INCLUDE_DIR)" ./scripts/trt-link.sh

@@ -7,19 +7,23 @@
 # project's own install location, the last place the runtime looks).
 # Nothing is done when a verified copy is already there, or when
 # SKIP_IF_SYSTEM=1 and the system already has libonnxruntime.so.1.
+#
+#   scripts/install-onnxruntime.sh [x64|arm64]   (default: this machine's;
+#                                                 arm64 on x86-64 for the
+#                                                 cross build, make deps-arm64)
 set -euo pipefail
 
 version=1.30.0
 root=$(cd "$(dirname "$0")/.." && pwd)
-case "$(uname -m)" in
-  x86_64|amd64) arch=x64; sum=ffb75a925ba05e47b235bb66e3e3911714a80b328a9c9425539feb204aa32a23 ;;
+case "${1:-$(uname -m)}" in
+  x86_64|amd64|x64) arch=x64; sum=ffb75a925ba05e47b235bb66e3e3911714a80b328a9c9425539feb204aa32a23 ;;
   aarch64|arm64) arch=arm64; sum=1f549d46250b005580b597f4164984aaf75b3bcb9f3aeb07c7f8a8fe60b23c76 ;;
-  *) echo "install-onnxruntime: unsupported machine $(uname -m) (need x86_64 or aarch64)" >&2; exit 1 ;;
+  *) echo "install-onnxruntime: unsupported machine ${1:-$(uname -m)} (need x86_64/x64 or aarch64/arm64)" >&2; exit 1 ;;
 esac
 dest="$root/.deps/onnxruntime/linux-$arch"
 lib="$dest/libonnxruntime.so.1"
 
-if [ "${SKIP_IF_SYSTEM:-0}" = 1 ] && ldconfig -p 2>/dev/null | grep -q 'libonnxruntime.so.1 '; then
+if [ "${SKIP_IF_SYSTEM:-0}" = 1 ] && [ -z "${1:-}" ] && ldconfig -p 2>/dev/null | grep -q 'libonnxruntime.so.1 '; then
   echo "install-onnxruntime: system library found, nothing to do"; exit 0
 fi
 if [ -f "$lib" ] && echo "$sum  $lib" | sha256sum -c --quiet - 2>/dev/null; then

@@ -154,7 +154,18 @@ int efx_runtime_create(int32_t device, efx_log_fn log, uintptr_t log_user, int32
         return fail(nullptr, EFX_E_NOMEM, "efx_runtime_create: out of memory");
     }
     rt->device = device;
-    if (int st = cuda(rt.get(), cudaSetDevice(device), "cudaSetDevice")) {
+    cudaError_t const set = cudaSetDevice(device);
+    if (set == cudaErrorNoDevice || set == cudaErrorInsufficientDriver) {
+        // The CUDA runtime without any driver (no libcuda.so.1) also reports
+        // "driver version is insufficient": name the likely causes.
+        cudaGetLastError();
+        return fail(rt.get(), EFX_E_CUDA,
+                    "no usable CUDA device: cudaSetDevice(%d): %s (cudaError %d) - is the NVIDIA driver "
+                    "(libcuda.so.1) installed, new enough for this CUDA runtime, and a GPU visible "
+                    "(nvidia-smi; JetPack on a Jetson)?",
+                    device, cudaGetErrorString(set), static_cast<int>(set));
+    }
+    if (int st = cuda(rt.get(), set, "cudaSetDevice")) {
         return st;
     }
     // Mapped host memory needs this before the context exists; if the
