@@ -31,7 +31,7 @@ projections); no gradient is taken with respect to them in the export path.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -398,6 +398,17 @@ def _res(block: CondResBlock, x: Tensor, g: Tensor, plain: bool) -> Tensor:
 # --------------------------------------------------------------------------
 # the energy network
 # --------------------------------------------------------------------------
+def autograd_score(energy: Callable[[Tensor, Tensor, Tensor], Tensor], a: Tensor, cond: Tensor, t: Tensor,
+                   create_graph: bool = False) -> Tuple[Tensor, Tensor]:
+    """(score = -dE/da, energy) of an energy function through autograd (training; export uses the VJPs)."""
+    with torch.enable_grad():
+        if not a.requires_grad:
+            a = a.detach().requires_grad_(True)
+        e = energy(a, cond, t)
+        (g,) = torch.autograd.grad(e.sum(), a, create_graph=create_graph)
+    return -g, e
+
+
 class EnergyUNet(UNetBackbone):
     """Scalar energy E(a_t, cond, t).
 
@@ -478,12 +489,7 @@ class EnergyUNet(UNetBackbone):
 
     def score(self, a: Tensor, cond: Tensor, t: Tensor, create_graph: bool = False) -> Tuple[Tensor, Tensor]:
         """Return (score = -dE/da, energy) through autograd."""
-        with torch.enable_grad():
-            if not a.requires_grad:
-                a = a.detach().requires_grad_(True)
-            e = self.forward(a, cond, t)
-            (g,) = torch.autograd.grad(e.sum(), a, create_graph=create_graph)
-        return -g, e
+        return autograd_score(self.forward, a, cond, t, create_graph)
 
     # -- hand-written VJP (export) -------------------------------------------
     def energy_and_grad(self, a: Tensor, cond: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
@@ -616,12 +622,7 @@ class DenoiserEnergy(nn.Module):
 
     def score(self, a: Tensor, cond: Tensor, t: Tensor, create_graph: bool = False) -> Tuple[Tensor, Tensor]:
         """Return (score = -dE/da, energy) through autograd."""
-        with torch.enable_grad():
-            if not a.requires_grad:
-                a = a.detach().requires_grad_(True)
-            e = self.forward(a, cond, t)
-            (g,) = torch.autograd.grad(e.sum(), a, create_graph=create_graph)
-        return -g, e
+        return autograd_score(self.forward, a, cond, t, create_graph)
 
     def energy_and_grad(self, a: Tensor, cond: Tensor, t: Tensor) -> Tuple[Tensor, Tensor]:
         """(dE/da, E): one forward of F, one VJP with cotangent u; plain ops only.
