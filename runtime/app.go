@@ -49,6 +49,9 @@ type App struct {
 	guard   *safety.Guard
 	events  chan safety.Event
 	cam     camera.SourceCloser
+	// viewCam is the live view's own video (telemetry.video.url); nil: the
+	// live view shows cam's frames.
+	viewCam camera.SourceCloser
 	camTime atomic.Int64 // unix nanos of the newest frame
 	vision  visionSet    // one pipeline per image input; nil for a state-only bundle
 	tel     *telemetry.Server
@@ -167,6 +170,16 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		if a.telLn, err = net.Listen("tcp", cfg.Telemetry.Listen); err != nil {
 			return nil, fmt.Errorf("runtime: telemetry listen on %s: %w", cfg.Telemetry.Listen, err)
 		}
+	}
+
+	// The live view's own video source, opened only for the view: the
+	// policy's camera path does not change.
+	if tel != nil && cfg.Telemetry.Video.URL != "" {
+		vc := camera.Config{Source: camera.KindHTTP, URL: cfg.Telemetry.Video.URL}
+		if a.viewCam, err = camera.Open(vc, log.With("part", "view-camera")); err != nil {
+			return nil, fmt.Errorf("runtime: telemetry.video.url: %w", err)
+		}
+		a.closers = append(a.closers, a.viewCam.Close)
 	}
 
 	// Camera.
@@ -376,6 +389,10 @@ func (a *App) Run(ctx context.Context) error {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.cameraLoop(rctx) }()
 	}
+	if a.viewCam != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.viewLoop(rctx) }()
+	}
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.forwardEvents(rctx) }()
 	err := a.loop.Run(ctx)
@@ -389,8 +406,9 @@ func (a *App) Run(ctx context.Context) error {
 
 // cameraLoop reads frames, runs the policy's vision pipelines on them,
 // stamps the newest capture time for the safety watchdog and feeds the live
-// view. Errors are logged (rate-limited) and the source reconnects by
-// itself; staleness is the watchdog's business. A frame that cannot be
+// view (unless the view has its own source, see viewLoop). Errors are
+// logged (rate-limited) and the source reconnects by itself; staleness is
+// the watchdog's business. A frame that cannot be
 // decoded or encoded does not count as fresh: the watchdog sees the last
 // good one age.
 func (a *App) cameraLoop(ctx context.Context) {
@@ -421,7 +439,8 @@ func (a *App) cameraLoop(ctx context.Context) {
 			}
 			continue
 		}
-		if a.tel == nil && a.vision == nil {
+		feedView := a.tel != nil && a.viewCam == nil
+		if !feedView && a.vision == nil {
 			a.camTime.Store(f.Time.UnixNano())
 			continue
 		}
@@ -439,9 +458,48 @@ func (a *App) cameraLoop(ctx context.Context) {
 		if ok {
 			a.camTime.Store(f.Time.UnixNano())
 		}
-		if a.tel != nil {
+		if feedView {
 			a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
 		}
+	}
+}
+
+// viewLoop feeds the live view from its own source (telemetry.video.url),
+// e.g. the simulator's display-size render, so the view is not the policy's
+// small image scaled up. Its frames never reach the policy or the camera
+// watchdog. Errors are logged (rate-limited); the source reconnects by itself.
+func (a *App) viewLoop(ctx context.Context) {
+	var f camera.Frame
+	var rgb camera.RGB
+	var dec camera.JPEGDecoder
+	var lastLog time.Time
+	first := true
+	warn := func(msg string, err error) {
+		if time.Since(lastLog) > 5*time.Second {
+			a.log.Warn(msg, "err", err)
+			lastLog = time.Now()
+		}
+	}
+	for ctx.Err() == nil {
+		if err := a.viewCam.Read(ctx, &f); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			warn("live view camera", err)
+			if errors.Is(err, io.EOF) || errors.Is(err, camera.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if err := camera.ToRGB(&rgb, &f, &dec, camera.RangeLimited); err != nil {
+			warn("live view camera frame", err)
+			continue
+		}
+		if first {
+			a.log.Info("live view camera", "url", a.cfg.Telemetry.Video.URL, "width", rgb.Width, "height", rgb.Height)
+			first = false
+		}
+		a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
 	}
 }
 

@@ -66,6 +66,8 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 		{"no near key: the valid ones", minimal + "loop:\n  zzzzzz: 1\n", []string{"unknown key loop.zzzzzz (valid keys here: ", "rate_hz"}},
 		{"every problem reported", strings.Replace(minimal, "bundle: bundle", "bundle: bundle\n  backend: cuda\n  steps: -1", 1) + "loop:\n  rate_hz: 0\nlog:\n  level: loud\n",
 			[]string{"config.yaml:8: policy.backend", "config.yaml:9: policy.steps", "config.yaml:16: loop.rate_hz", "config.yaml:18: log.level"}},
+		{"live view url", strings.Replace(minimal, "telemetry:\n  enabled: false\n", "telemetry:\n  enabled: true\n  video:\n    url: rtsp://127.0.0.1/view\n", 1),
+			[]string{"config.yaml:11", "video.url", "scheme must be http or https"}},
 		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,8 @@
   heartbeat clears the bit; enable stays 0 until written 1 (refused, reading
   back 0, while the fault word is non-zero).
 * HTTP: MJPEG at /stream and /snapshot.jpg (X-Timestamp = capture time),
+  with --view-size WxH a display view of the same camera at /view (MJPEG,
+  rendered only while a client watches, at most --view-fps frames a second),
   episode control for harnesses (/episode, /episode/reset, /episode/level,
   /tasks, /levels).  See docs/sim.md.
 
@@ -106,10 +108,30 @@ class _Context(ModbusServerContext):
         return self.bridge.write(func_code, address, values)
 
 
+class _Feed:
+    """One camera feed served as MJPEG: the newest JPEG with its capture time, sequence
+    number and step, and an event that is set (and replaced) when a new frame arrives."""
+
+    def __init__(self, size: tuple[int, int] | None = None):
+        self.size = size  # (width, height) rendered; None = the world's camera size
+        self.frame: bytes | None = None
+        self.ts = 0.0
+        self.seq = 0
+        self.step = 0
+        self.event: asyncio.Event | None = None
+        self.encode_s = 0.0
+        self.rendered_at = 0.0  # time.monotonic() of the last render
+        self.clients = 0
+
+    def headers(self) -> dict:
+        return {"X-Timestamp": f"{self.ts:.6f}", "X-Frame": str(self.seq), "X-Step": str(self.step)}
+
+
 class Bridge:
     def __init__(self, world: World, regmap: RegisterMap, lockstep: bool = True, rate: float = 10.0,
                  jpeg_quality: int = 90, auto_reset: bool = False, auto_reset_hold: int = 20,
-                 stream_resend: float = 1.0, heartbeat_timeout: float | None = None):
+                 stream_resend: float = 1.0, heartbeat_timeout: float | None = None,
+                 view_size: tuple[int, int] | None = None, view_fps: float = 10.0):
         self.world = world
         self.map = regmap
         self.lockstep = lockstep
@@ -135,19 +157,17 @@ class Bridge:
         self._after_done = 0
         self._prev_pos: np.ndarray | None = None
         self.pending_level: str | None = None
-        # camera
-        self.frame: bytes | None = None
-        self.frame_ts = 0.0
-        self.frame_seq = 0
-        self.frame_step = 0
-        self._frame_event: asyncio.Event | None = None
+        # camera: the policy's feed (/stream) and, with view_size, a display view (/view)
+        # of the same camera, rendered only while watched and at most view_fps a second
+        self.cam = _Feed()
+        self.view = _Feed(view_size) if view_size and world.camera_size else None
+        self.view_period = 1.0 / view_fps if view_fps > 0 else 0.0
         self.stats = {"step_s": 0.0, "render_s": 0.0, "encode_s": 0.0, "tick_s": 0.0, "n": 0}
         self.modbus_server: ModbusTcpServer | None = None
         self.http_server: asyncio.AbstractServer | None = None
         self.modbus_addr = ("", 0)
         self.http_addr = ("", 0)
         self._tasks: list[asyncio.Task] = []
-        self._last_encode_s = 0.0
 
     # ------------------------------------------------------------------ signals
     def _sig_get(self, name: str) -> list[float] | None:
@@ -316,9 +336,9 @@ class Bridge:
         self._publish_obs()
         self._render()
         self.stats["step_s"] += t1 - t0
-        if self.frame is not None and self.world.camera_size:
+        if self.cam.frame is not None and self.world.camera_size:
             self.stats["render_s"] += self.world.last_render_s
-            self.stats["encode_s"] += self._last_encode_s
+            self.stats["encode_s"] += self.cam.encode_s
         self.stats["tick_s"] += time.perf_counter() - t0
         self.stats["n"] += 1
         if self.auto_reset and (w.truncated or w.success):
@@ -326,20 +346,30 @@ class Bridge:
             if w.truncated or self._after_done >= self.auto_reset_hold:
                 self.reset(seed=w.seed + 1)
 
-    def _render(self) -> None:
-        img = self.world.render()
+    def _render(self, force_view: bool = False) -> None:
+        """Render and encode the policy's frame; the view's too while a client watches it
+        and its period has passed (or force_view: a reset, a new client)."""
+        self._render_feed(self.cam)
+        v = self.view
+        # a quarter period of slack: steps at the cap's rate, with jitter, are all rendered
+        if v is not None and (force_view or v.clients > 0 and time.monotonic() - v.rendered_at >= 0.75 * self.view_period):
+            self._render_feed(v)
+
+    def _render_feed(self, feed: _Feed) -> None:
+        img = self.world.render(feed.size)
         if img is None:
             return
         t0 = time.perf_counter()
         buf = io.BytesIO()
         Image.fromarray(img).save(buf, format="JPEG", quality=self.jpeg_quality)
-        self.frame = buf.getvalue()
-        self.frame_ts = time.time()
-        self.frame_seq += 1
-        self.frame_step = self.world.step_count
-        self._last_encode_s = time.perf_counter() - t0
-        ev = self._frame_event
-        self._frame_event = asyncio.Event()
+        feed.frame = buf.getvalue()
+        feed.ts = time.time()
+        feed.seq += 1
+        feed.step = self.world.step_count
+        feed.encode_s = time.perf_counter() - t0
+        feed.rendered_at = time.monotonic()
+        ev = feed.event
+        feed.event = asyncio.Event()
         if ev is not None:
             ev.set()
 
@@ -359,7 +389,7 @@ class Bridge:
         self._prev_pos = None
         self._pending = False
         self._publish_obs()
-        self._render()
+        self._render(force_view=True)
         log.info("reset task=%s level=%s seed=%s", self.world.task, self.world.level, self.world.seed)
         return self.episode_info()
 
@@ -376,7 +406,7 @@ class Bridge:
             "ignored_commands": self.ignored_commands,
             "heartbeat_lapses": self.hb_lapses,
             "pending_level": self.pending_level,
-            "frame_seq": self.frame_seq,
+            "frame_seq": self.cam.seq,
             "tick_ms": 1000 * self.stats["tick_s"] / n,
             "step_ms": 1000 * self.stats["step_s"] / n,
             "render_ms": 1000 * self.stats["render_s"] / n,
@@ -488,18 +518,26 @@ class Bridge:
         writer.write(("\r\n".join(hdr) + "\r\n\r\n").encode() + body)
         await writer.drain()
 
-    def _frame_headers(self) -> dict:
-        return {"X-Timestamp": f"{self.frame_ts:.6f}", "X-Frame": str(self.frame_seq), "X-Step": str(self.frame_step)}
-
     async def _route(self, method, path, query, body, writer) -> None:
         if path in ("/stream", "/stream.mjpg", "/video") and method == "GET":
-            await self._stream(writer)
+            await self._stream(writer, self.cam)
+            return
+        if path in ("/view", "/view.mjpg") and method == "GET":
+            if self.view is None:
+                await self._respond(writer, 404, {"error": "no view stream (start the bridge with --view-size WxH and a camera)"})
+                return
+            self.view.clients += 1
+            try:
+                self._render_feed(self.view)  # the current state, not the one at the last render
+                await self._stream(writer, self.view)
+            finally:
+                self.view.clients -= 1
             return
         if path in ("/snapshot.jpg", "/snapshot") and method == "GET":
-            if self.frame is None:
+            if self.cam.frame is None:
                 await self._respond(writer, 503, {"error": "no camera (started with --no-camera?)"})
                 return
-            await self._respond(writer, 200, body=self.frame, ctype="image/jpeg", extra=self._frame_headers())
+            await self._respond(writer, 200, body=self.cam.frame, ctype="image/jpeg", extra=self.cam.headers())
             return
         if path == "/episode" and method == "GET":
             await self._respond(writer, 200, self.episode_info())
@@ -545,8 +583,8 @@ class Bridge:
             return
         await self._respond(writer, 404, {"error": f"no route {method} {path}"})
 
-    async def _stream(self, writer) -> None:
-        if self.frame is None:
+    async def _stream(self, writer, feed: _Feed) -> None:
+        if feed.frame is None:
             await self._respond(writer, 503, {"error": "no camera (started with --no-camera?)"})
             return
         boundary = "frame"
@@ -556,16 +594,16 @@ class Bridge:
             "Cache-Control: no-cache\r\nConnection: close\r\n\r\n").encode())
         sent_seq = -1
         while True:
-            if self.frame_seq == sent_seq:
-                ev = self._frame_event
+            if feed.seq == sent_seq:
+                ev = feed.event
                 if ev is None:
-                    ev = self._frame_event = asyncio.Event()
+                    ev = feed.event = asyncio.Event()
                 try:
                     await asyncio.wait_for(ev.wait(), self.stream_resend)
                 except asyncio.TimeoutError:
                     pass  # resend the last frame (same timestamp) to keep the connection alive
-            frame, hdrs = self.frame, self._frame_headers()
-            sent_seq = self.frame_seq
+            frame, hdrs = feed.frame, feed.headers()
+            sent_seq = feed.seq
             part = (f"--{boundary}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(frame)}\r\n"
                     + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n").encode()
             writer.write(part + frame + b"\r\n")
@@ -573,12 +611,14 @@ class Bridge:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, modbus: tuple[str, int], http: tuple[str, int]) -> None:
-        self._frame_event = asyncio.Event()
+        self.cam.event = asyncio.Event()
+        if self.view is not None:
+            self.view.event = asyncio.Event()
         if self.world.step_count == 0 and self.world.episode == 0:
             self.reset()
         else:
             self._publish_obs()
-            self._render()
+            self._render(force_view=True)
         self.modbus_server = ModbusTcpServer(_Context(self), address=modbus)
         await self.modbus_server.serve_forever(background=True)
         self.modbus_addr = self.modbus_server.transport.sockets[0].getsockname()[:2]
@@ -600,6 +640,8 @@ class Bridge:
         return {"modbus": f"{self.modbus_addr[0]}:{self.modbus_addr[1]}",
                 "http": f"{self.http_addr[0]}:{self.http_addr[1]}",
                 "stream": f"http://{self.http_addr[0]}:{self.http_addr[1]}/stream",
+                "view": f"http://{self.http_addr[0]}:{self.http_addr[1]}/view" if self.view else None,
+                "view_size": list(self.view.size) if self.view else None,
                 "task": self.world.task, "level": self.world.level, "seed": self.world.seed,
                 "mode": "lockstep" if self.lockstep else "realtime",
                 "camera": list(self.world.camera_size) if self.world.camera_size else None,
@@ -618,6 +660,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--camera-size", default="96x96", help="WxH of the rendered camera")
     p.add_argument("--camera", default=DEFAULT_CAMERA, help="MuJoCo camera name (corner, corner2, corner3, corner4, topview, behindGripper, gripperPOV)")
     p.add_argument("--no-camera", action="store_true", help="do not render (low-dimensional evaluation)")
+    p.add_argument("--view-size", default=None,
+                   help="WxH of a display view of the same camera at /view (default off; /stream is unchanged)")
+    p.add_argument("--view-fps", type=float, default=10.0,
+                   help="the view's frames per second at most (rendered only while a client watches; 0 = every step)")
     p.add_argument("--render-quality", choices=("fast", "full"), default="fast",
                    help="fast: one light, Sawyer head display not drawn (default); full: Meta-World's three lights")
     p.add_argument("--jpeg-quality", type=int, default=90)
@@ -638,7 +684,8 @@ async def _amain(args) -> int:
     world.reset(level=args.level, seed=args.seed)
     bridge = Bridge(world, regmap, lockstep=args.rate is None, rate=args.rate or 10.0,
                     jpeg_quality=args.jpeg_quality, auto_reset=args.auto_reset,
-                    heartbeat_timeout=args.heartbeat_timeout)
+                    heartbeat_timeout=args.heartbeat_timeout,
+                    view_size=parse_size(args.view_size) if args.view_size else None, view_fps=args.view_fps)
     await bridge.start(parse_hostport(args.modbus), parse_hostport(args.http))
     print(json.dumps(bridge.ready_line()), flush=True)
     stop = asyncio.Event()

@@ -171,7 +171,7 @@ class World:
         self.max_steps_override = max_steps
         self._envs: dict[str, object] = {}
         self._defaults: dict[tuple[str, str], np.ndarray] = {}
-        self._renderer: mujoco.Renderer | None = None
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}  # by (width, height)
         self._renderer_task: str | None = None
         self._fast_tasks: set[str] = set()  # models already prepared for fast rendering
         self.task = normalize_task(task)
@@ -211,9 +211,9 @@ class World:
         return int(self.max_steps_override or self.env.max_path_length)
 
     def close(self):
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for r in self._renderers.values():
+            r.close()
+        self._renderers.clear()
         for env in self._envs.values():
             try:
                 env.close()
@@ -318,14 +318,19 @@ class World:
         env.data.mocap_pos[0] = env.data.body("hand").xpos
 
     # --- camera -----------------------------------------------------------------
-    def _get_renderer(self) -> mujoco.Renderer:
-        if self._renderer is not None and self._renderer_task == self.task:
-            return self._renderer
-        if self._renderer is not None:
-            self._renderer.close()
-        w, h = self.camera_size
+    def _get_renderer(self, size: tuple[int, int]) -> mujoco.Renderer:
+        if self._renderer_task != self.task:
+            for r in self._renderers.values():
+                r.close()
+            self._renderers.clear()
+            self._renderer_task = self.task
+        r = self._renderers.get(size)
+        if r is not None:
+            return r
+        w, h = size
         m = self.env.model
-        # Cheap offscreen rendering: no MSAA, no shadow map, a framebuffer of the image size.
+        # Cheap offscreen rendering: no MSAA, no shadow map, a framebuffer of the image size
+        # (read when the renderer is made: each size gets its own).
         m.vis.quality.offsamples = 0
         m.vis.quality.shadowsize = 0
         m.vis.global_.offwidth = max(w, 1)
@@ -337,16 +342,19 @@ class World:
                 if m.body(m.geom_bodyid[i]).name == "head":
                     m.geom_group[i] = 5  # a group the default scene option does not draw
             decimate_visual_meshes(m, FAST_MESH_CELL)
-        self._renderer = mujoco.Renderer(m, height=h, width=w)
-        self._renderer_task = self.task
-        return self._renderer
+        r = self._renderers[size] = mujoco.Renderer(m, height=h, width=w)
+        return r
 
-    def render(self) -> np.ndarray | None:
-        """RGB uint8 (H, W, 3) of the current state, or None without a camera."""
+    def render(self, size: tuple[int, int] | None = None) -> np.ndarray | None:
+        """RGB uint8 (H, W, 3) of the current state, or None without a camera.
+
+        size: (width, height) to render at instead of camera_size: the same camera and
+        scene at another resolution (a display view). last_render_s times camera_size only.
+        """
         if not self.camera_size:
             return None
         t0 = time.perf_counter()
-        r = self._get_renderer()
+        r = self._get_renderer(size or self.camera_size)
         r.update_scene(self.env.data, camera=self.camera_name)
         fl = r.scene.flags
         fl[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
@@ -366,7 +374,8 @@ class World:
             img = np.array(img, copy=True)
             h, w = img.shape[:2]
             img[h // 4:h - h // 4, w // 4:w - w // 4] = OCCLUSION_GREY
-        self.last_render_s = time.perf_counter() - t0
+        if size is None or size == self.camera_size:
+            self.last_render_s = time.perf_counter() - t0
         return img
 
     # --- state ------------------------------------------------------------------

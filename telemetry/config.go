@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"time"
 )
 
@@ -50,6 +51,11 @@ type VideoConfig struct {
 	Overlay bool `yaml:"overlay"` // draw the energy overlay
 	// KeyframeInterval is the longest time between keyframes.
 	KeyframeInterval time.Duration `yaml:"keyframe_interval"`
+	// URL is an MJPEG-over-HTTP stream the live view shows instead of the
+	// policy's camera (e.g. the simulator's display-size /view); empty
+	// means the policy's camera frames, scaled to Width×Height. The server
+	// does not read it: whoever feeds SubmitFrame (the runtime) opens it.
+	URL string `yaml:"url"`
 }
 
 // AuthConfig configures access tokens. A view token lets a viewer watch and
@@ -128,6 +134,16 @@ func (c Config) Validate() error {
 	}
 	if v.KeyframeInterval < 0 {
 		bad("video.keyframe_interval", "%v: must not be negative", v.KeyframeInterval)
+	}
+	if v.URL != "" {
+		switch u, err := url.Parse(v.URL); {
+		case err != nil:
+			bad("video.url", "%v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad("video.url", "%q: scheme must be http or https (an MJPEG stream, e.g. http://127.0.0.1:8090/view)", v.URL)
+		case u.Host == "":
+			bad("video.url", "%q has no host (e.g. http://127.0.0.1:8090/view)", v.URL)
+		}
 	}
 	a := c.Auth
 	if a.ViewToken == "" && a.TokenFile == "" {

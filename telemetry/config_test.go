@@ -59,3 +59,35 @@ stats_interval: 2s
 		t.Fatalf("decoded %+v", c)
 	}
 }
+
+func TestVideoURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"", true},
+		{"http://127.0.0.1:8090/view", true},
+		{"https://cam.local/stream.mjpg", true},
+		{"rtsp://127.0.0.1/view", false},
+		{"http:///view", false},
+		{"127.0.0.1:8090/view", false},
+		{"http://[::1", false},
+	} {
+		c := telemetry.DefaultConfig()
+		c.Video.URL = tc.url
+		err := c.Validate()
+		if tc.ok && err != nil {
+			t.Errorf("%q: %v", tc.url, err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "telemetry: video.url:")) {
+			t.Errorf("%q: want a video.url error, got %v", tc.url, err)
+		}
+	}
+	c := telemetry.DefaultConfig()
+	if err := yaml.Unmarshal([]byte("video: {url: \"http://127.0.0.1:8090/view\"}"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Video.URL != "http://127.0.0.1:8090/view" || c.Video.Width != 640 {
+		t.Fatalf("decoded %+v", c.Video)
+	}
+}

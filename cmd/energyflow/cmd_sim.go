@@ -204,7 +204,10 @@ func simConfig(root string, f *simFlags, b *bridge, listen string) (*runtime.Con
 	c.Telemetry.Listen = listen
 	c.Telemetry.ICE.Mode = "loopback"
 	c.Telemetry.Auth.TokenFile = filepath.Join(root, "build", "sim-tokens.yaml")
-	c.Telemetry.Video.Width, c.Telemetry.Video.Height = 480, 480
+	c.Telemetry.Video.Width, c.Telemetry.Video.Height = simViewWidth, simViewHeight
+	// The live view shows the bridge's display-size render, not the
+	// policy's camera image scaled up.
+	c.Telemetry.Video.URL = b.View
 	c.Log.Level = "info"
 	if f.verbose {
 		c.Log.Level = "debug"
@@ -260,12 +263,20 @@ func resolveBundle(root string, f *simFlags) string {
 	return filepath.Join(root, "bundles", "metaworld-"+f.task)
 }
 
+// The live view's size in the simulator; the bridge renders its display
+// view at this size.
+const simViewWidth, simViewHeight = 480, 480
+
 // startSimBridge starts the bridge for the flags: lockstep for evaluation
 // (episodes truncated at maxSteps; 0: Meta-World's 500), real time at --rate
-// for the demo.
-func startSimBridge(ctx context.Context, env *cliEnv, root string, f *simFlags, lockstep bool, maxSteps int) (*bridge, error) {
+// for the demo. view adds the bridge's display view at /view for the live
+// view (demo only).
+func startSimBridge(ctx context.Context, env *cliEnv, root string, f *simFlags, lockstep bool, maxSteps int, view bool) (*bridge, error) {
 	o := bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed, mapFile: filepath.Join(root, simMapFile),
 		lockstep: lockstep, maxSteps: maxSteps, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")}
+	if view {
+		o.view = fmt.Sprintf("%dx%d", simViewWidth, simViewHeight)
+	}
 	if !lockstep {
 		o.rateHz = f.rate
 	}
@@ -330,7 +341,7 @@ live view, and prints the viewer URL with its token.`)
 	if err := f.prepare(root); err != nil {
 		return fail(err)
 	}
-	b, err := startSimBridge(ctx, env, root, &f, false, 0)
+	b, err := startSimBridge(ctx, env, root, &f, false, 0, *listen != "")
 	if err != nil {
 		return fail(err)
 	}
@@ -340,6 +351,9 @@ live view, and prints the viewer URL with its token.`)
 		return fail(err)
 	}
 	fmt.Fprintf(env.stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", f.task, f.level, b.Modbus, b.HTTP)
+	if b.View != "" {
+		fmt.Fprintf(env.stdout, "live view video: %s (%dx%d)\n", b.View, simViewWidth, simViewHeight)
+	}
 	for _, h := range demoLevelHints() {
 		fmt.Fprintf(env.stdout, "%s: curl -X POST http://%s/episode/level -d '%s'\n", h.what, b.HTTP, h.body)
 	}
@@ -490,7 +504,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	if err := e.prepare(root); err != nil {
 		return fail(err)
 	}
-	b, err := startSimBridge(ctx, env, root, &e.simFlags, true, e.maxSteps)
+	b, err := startSimBridge(ctx, env, root, &e.simFlags, true, e.maxSteps, false)
 	if err != nil {
 		return fail(err)
 	}

@@ -156,6 +156,44 @@ func TestBridgeCameraDecodes(t *testing.T) {
 	}
 }
 
+// TestBridgeViewForLiveView: with a view size the bridge announces its /view
+// URL, which the camera package reads at that size, while /stream keeps the
+// policy's size.
+func TestBridgeViewForLiveView(t *testing.T) {
+	b, _ := startTestBridgeWith(t, func(o *bridgeOptions) { o.view = "160x120" })
+	if b.View != strings.TrimSuffix(b.StreamURL(), "/stream")+"/view" {
+		t.Fatalf("view URL %q, stream %q", b.View, b.StreamURL())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		url  string
+		w, h int
+	}{{b.View, 160, 120}, {b.StreamURL(), 96, 96}} {
+		cfg := camera.DefaultConfig()
+		cfg.Source = "http"
+		cfg.URL = tc.url
+		src, err := camera.Open(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f camera.Frame
+		var rgb camera.RGB
+		var dec camera.JPEGDecoder
+		err = src.Read(ctx, &f)
+		if err == nil {
+			err = camera.ToRGB(&rgb, &f, &dec, camera.RangeLimited)
+		}
+		src.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if rgb.Width != tc.w || rgb.Height != tc.h {
+			t.Fatalf("%s: %d×%d, want %d×%d", tc.url, rgb.Width, rgb.Height, tc.w, tc.h)
+		}
+	}
+}
+
 // TestSimEvalEpisode runs two short closed-loop episodes through the whole
 // stack — bridge camera → runtime → policy (the shipped bundle on ONNX
 // Runtime) → safety → Modbus → Meta-World — with the evaluation command.

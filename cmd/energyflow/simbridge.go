@@ -24,6 +24,7 @@ type bridge struct {
 	cmd    *exec.Cmd
 	Modbus string `json:"modbus"` // host:port of the Modbus TCP server
 	HTTP   string `json:"http"`   // host:port of the camera and episode API
+	View   string `json:"view"`   // the display view's MJPEG URL; empty without bridgeOptions.view
 	done   chan error
 	client *http.Client
 }
@@ -38,6 +39,7 @@ type bridgeOptions struct {
 	maxSteps int // episode length limit; 0: Meta-World's (500)
 	rateHz   float64
 	camera   string // "WxH"
+	view     string // "WxH" of the display view at /view (live view); empty: none
 	log      io.Writer
 }
 
@@ -80,6 +82,9 @@ func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
 		"--map", o.mapFile, "--level", o.level, "--seed", fmt.Sprint(o.seed)}
 	if o.camera != "" {
 		args = append(args, "--camera-size", o.camera)
+	}
+	if o.view != "" {
+		args = append(args, "--view-size", o.view)
 	}
 	if o.maxSteps > 0 {
 		args = append(args, "--max-steps", fmt.Sprint(o.maxSteps))

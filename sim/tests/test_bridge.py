@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from sim.bridge import F_HEARTBEAT, ST_ENABLED, ST_HEARTBEAT, ST_LOCKSTEP, ST_READY, ST_SUCCESS
-from sim.client import BridgeProcess, http_json, snapshot  # noqa: F401 (fixtures in conftest)
+from sim.client import BridgeProcess, MJPEGReader, http_json, snapshot  # noqa: F401 (fixtures in conftest)
 from sim.world import expert_policy
 
 
@@ -117,6 +117,41 @@ def test_mjpeg_stream_parses(bridge, arm):
     s.close()
     img, hdr = snapshot(bridge.http)
     assert img.shape == (48, 64, 3) and "x-timestamp" in hdr
+
+
+def test_view_stream_has_view_size_and_stream_keeps_its_frames(bridge):
+    # the shared bridge has no view
+    assert bridge.info["view"] is None
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(bridge.http + "/view", timeout=10)
+    assert e.value.code == 404
+    with BridgeProcess("button-press", camera_size="64x48", seed=0,
+                       extra=["--heartbeat-timeout", "10", "--view-size", "160x120", "--view-fps", "0"]) as b:
+        assert b.info["camera"] == [64, 48] and b.info["view_size"] == [160, 120]
+        assert b.info["view"] == b.http + "/view"
+        # the policy's frames are the same bytes as from a bridge without a view
+        ep = {"task": "button-press", "level": "0", "seed": 7}
+        http_json(b.http, "/episode/reset", ep)
+        http_json(bridge.http, "/episode/reset", ep)
+        assert urllib.request.urlopen(b.http + "/snapshot.jpg", timeout=10).read() == \
+            urllib.request.urlopen(bridge.http + "/snapshot.jpg", timeout=10).read()
+        stream, view = MJPEGReader(b.http, "/stream"), MJPEGReader(b.http, "/view")
+        try:
+            img, h = view.frame(0, 0)
+            assert img.shape == (120, 160, 3)
+            img, h = stream.frame(0, 0)
+            assert img.shape == (48, 64, 3)
+            arm = b.arm()
+            arm.enable(True)
+            arm.command([0.0, 0.0, 0.5, 0.0])  # watched, --view-fps 0: the view renders this step too
+            img, h = view.frame(0, 1)
+            assert img.shape == (120, 160, 3)
+            img, h = stream.frame(0, 1)
+            assert img.shape == (48, 64, 3)
+            arm.close()
+        finally:
+            stream.close()
+            view.close()
 
 
 def test_scripted_episode_succeeds_through_bridge(bridge, arm):
