@@ -6,6 +6,9 @@
 #   scripts/train-defaults.sh [TASK ...]      (default: button-press)
 #   POLICY=diffusion scripts/train-defaults.sh TASK ...   (Diffusion Policy baseline,
 #                                              bundles/metaworld-<task>-dp)
+#   ENERGY_HEAD=denoiser scripts/train-defaults.sh TASK ...      (EnergyFlow with the quadratic
+#                                              denoiser energy head, log-normal sigma,
+#                                              EDM weighting: docs/evaluation.md)
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image)
 #
@@ -36,7 +39,12 @@ policy=${POLICY:-energyflow}
 steps=${STEPS:-12000}
 read -r -a width <<< "${WIDTH:-32 64 128}"
 case "$policy" in
-  energyflow) suffix=""; extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
+  energyflow) suffix=""
+    case "${ENERGY_HEAD:-pooled}" in
+      pooled) extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
+      denoiser) extra=(--energy-head denoiser --sigma-sampling lognormal --loss-weighting edm) ;;
+      *) echo "train-defaults.sh: ENERGY_HEAD must be pooled or denoiser, got $ENERGY_HEAD" >&2; exit 2 ;;
+    esac ;;
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
   image) suffix="-image"; extra=(--energy-prior gaussian --input-scale c_in --energy-scale edm
                                  --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
