@@ -37,15 +37,22 @@ def bundle_dir(tmp_path_factory) -> Path:
     return out
 
 
-def test_export_round_trip_and_ops(bundle_dir):
-    p = bundle_dir / "energy_grad.onnx"
+def check_export_graph(p) -> onnx.ModelProto:
+    """An energy-gradient graph TensorRT 10 parses: valid, opset 17, only the
+    allowed operators, and no shape-computing ones (every Reshape target is a
+    constant)."""
     model = onnx.load(str(p))
     onnx.checker.check_model(model)
     assert model.opset_import[0].version == 17
     ops = set(graph_ops(p))
     assert ops <= TEST_ALLOWED_OPS, ops - TEST_ALLOWED_OPS
-    # no shape-computing ops: every Reshape target is a constant
     assert not ops & {"Shape", "Where", "Equal", "Cast", "Expand", "ConstantOfShape"}
+    return model
+
+
+def test_export_round_trip_and_ops(bundle_dir):
+    p = bundle_dir / "energy_grad.onnx"
+    model = check_export_graph(p)
     # reduction axes are constant (ReduceMean takes them as an attribute in opset 17)
     for n in model.graph.node:
         if n.op_type == "ReduceMean":
