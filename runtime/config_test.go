@@ -67,7 +67,7 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 		{"every problem reported", strings.Replace(minimal, "bundle: bundle", "bundle: bundle\n  backend: cuda\n  steps: -1", 1) + "loop:\n  rate_hz: 0\nlog:\n  level: loud\n",
 			[]string{"config.yaml:8: policy.backend", "config.yaml:9: policy.steps", "config.yaml:16: loop.rate_hz", "config.yaml:18: log.level"}},
 		{"live view url", strings.Replace(minimal, "telemetry:\n  enabled: false\n", "telemetry:\n  enabled: true\n  video:\n    url: rtsp://127.0.0.1/view\n", 1),
-			[]string{"config.yaml:11", "video.url", "scheme must be http or https"}},
+			[]string{"config.yaml:14: telemetry.video.url", "scheme must be http or https"}},
 		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},
 	}
 	for _, tt := range tests {
@@ -80,6 +80,30 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error lacks %q:\n%v", w, err)
 				}
+			}
+		})
+	}
+}
+
+// A section's package prefixes its own messages with the section name; the
+// located error must say it once, with the key and line of the value.
+func TestConfigErrorsNameTheSectionOnce(t *testing.T) {
+	tests := []struct {
+		name, body, want, doubled string
+	}{
+		{"telemetry", strings.Replace(minimal, "telemetry:\n  enabled: false\n", "telemetry:\n  enabled: true\n  listen: nope\n", 1),
+			`config.yaml:13: telemetry.listen: "nope" is not host:port`, "telemetry: telemetry:"},
+		{"safety, key not in the file", strings.Replace(minimal, "  limits:\n    max_velocity: [1, 1, 1]\n", "  watchdog:\n    loop_max_late: 50ms\n", 1),
+			"safety: limits.max_velocity: required", "safety: safety:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tt.body))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), tt.doubled) {
+				t.Fatalf("want %q and not %q in:\n%v", tt.want, tt.doubled, err)
 			}
 		})
 	}

@@ -319,6 +319,11 @@ func locate(file, section string, lines map[string]int, err error) []error {
 		return parts
 	}
 	msg := err.Error()
+	// A package that prefixes its messages with its own name, the section's
+	// (telemetry: listen: …), would otherwise print it twice.
+	if tok, tail, ok := strings.Cut(msg, ": "); ok && section != "" && tok == section {
+		msg = tail
+	}
 	key := section
 	// Strip a leading "pkg: " prefix, then take a leading key token.
 	rest := msg
