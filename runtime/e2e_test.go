@@ -164,13 +164,28 @@ func (s *stack) waitState(t *testing.T, want State, within time.Duration) string
 // and the operator presses again. Any other answer is returned at once.
 func (s *stack) resetWhenScored(t *testing.T) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, body := s.post(t, "/api/reset", resetToken)
 		if code == 200 || !strings.Contains(body, "score_stale") || time.Now().After(deadline) {
 			return code, body
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// armWhenBack resets the loop like an operator who waits for a restarted
+// arm: every refusal (the link not yet back, or score_stale because the
+// first scores after the reconnect are not in yet, slow under emulation)
+// is retried until the deadline, and the last refusal is returned.
+func (s *stack) armWhenBack(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := s.app.Loop().Arm(context.Background(), "test")
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -290,14 +305,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := s.arm.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = s.app.Loop().Arm(context.Background(), "test"); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
+	if err := s.armWhenBack(30 * time.Second); err != nil {
 		t.Fatalf("reset refused after the arm came back: %v", err)
 	}
 	s.waitState(t, StateRunning, 5*time.Second)
