@@ -428,7 +428,7 @@ type evalResult struct {
 	SuccessStep *int     `json:"success_step"` // environment step of the first success; nil: none
 	Steps       int      `json:"steps"`
 	Return      float64  `json:"return"`
-	End         string   `json:"end"` // success, truncated (the step limit), safety_stop or interrupted
+	End         string   `json:"end"` // success, truncated (the step limit), safety_stop, never_armed (auto-start refused all episode) or interrupted
 	StopKind    string   `json:"stop_kind,omitempty"`
 	StopTick    int64    `json:"stop_tick,omitempty"`
 	Fault       string   `json:"fault,omitempty"`
@@ -615,6 +615,7 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	var mu sync.Mutex
 	var energies []float64
 	var stop safety.Reason
+	armed := false // the gate was Running on some tick: auto-start succeeded
 	enc := json.NewEncoder(scores)
 	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
@@ -624,6 +625,7 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		}
 		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
 			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])})
+		armed = armed || d.State == safety.Running
 		if d.State == safety.Stopped && d.Reason.Kind != safety.KindStartup && stop.Kind == safety.KindNone {
 			stop = d.Reason
 			cancel()
@@ -659,6 +661,8 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		return r, err
 	}
 	r.Steps, r.Success, r.SuccessStep, r.Return = ep.Step, ep.Success, ep.SuccessStep, ep.Return
+	mu.Lock()
+	defer mu.Unlock()
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick
 	}
@@ -667,6 +671,8 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		r.End = "success"
 	case r.StopKind != "":
 		r.End = "safety_stop"
+	case !armed:
+		r.End = "never_armed"
 	case ep.Done || ep.Step >= e.maxSteps:
 		r.End = "truncated"
 	default:
@@ -778,7 +784,10 @@ type evalSummary struct {
 	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
-	Results         []evalResult   `json:"results"`
+	// NeverArmed counts episodes in which auto-start was refused on every
+	// tick (end never_armed): the arm never moved, which is not a trip.
+	NeverArmed int          `json:"never_armed"`
+	Results    []evalResult `json:"results"`
 }
 
 func (s evalSummary) String() string {
@@ -793,6 +802,9 @@ func (s evalSummary) String() string {
 	}
 	if trips == "" {
 		trips = " none"
+	}
+	if s.NeverArmed > 0 {
+		trips += fmt.Sprintf(", never armed (auto-start refused all episode): %d", s.NeverArmed)
 	}
 	toSuccess := "steps to success: no success"
 	if s.MeanToSuccess != nil {
@@ -816,6 +828,9 @@ func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 			if r.SuccessStep != nil {
 				toSuccess = append(toSuccess, float64(*r.SuccessStep))
 			}
+		}
+		if r.End == "never_armed" {
+			s.NeverArmed++
 		}
 		total += r.Steps
 		inferMs = append(inferMs, r.inferMs...)

@@ -282,6 +282,66 @@ func TestSimEvalEpisode(t *testing.T) {
 	}
 }
 
+// TestSimEvalNeverArmed checks that an episode in which auto-start is
+// refused on every tick is reported as never_armed, not as a step-limit
+// failure: the shipped ButtonPress bundle with its recommended threshold
+// set below any energy the policy can produce.
+func TestSimEvalNeverArmed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed-loop episode")
+	}
+	root := moduleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no .venv: make deps creates it")
+		}
+		t.Skip("no .venv (run make deps)")
+	}
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.CopyFS(bundle, os.DirFS(filepath.Join(root, "bundles", "metaworld-button-press"))); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(bundle, "manifest.json")
+	raw, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["calibration"].(map[string]any)["recommended"].(map[string]any)["threshold"] = -1e6
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mf, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	summary := filepath.Join(dir, "summary.json")
+	var out, errb bytes.Buffer
+	t.Setenv("ENERGYFLOW_ROOT", root)
+	code := realMain([]string{"sim", "eval", "--bundle", bundle, "--episodes", "1", "--max-steps", "12",
+		"--seed", "100", "--rate", "5", "--json", summary}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("sim eval exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	var s evalSummary
+	data, err := os.ReadFile(summary)
+	if err == nil {
+		err = json.Unmarshal(data, &s)
+	}
+	if err != nil || len(s.Results) != 1 {
+		t.Fatalf("summary (%v):\n%s", err, data)
+	}
+	if r := s.Results[0]; r.End != "never_armed" || s.NeverArmed != 1 || r.StopKind != "" {
+		t.Errorf("end %q, never_armed %d, stop %q: want never_armed, 1, none\n%s", r.End, s.NeverArmed, r.StopKind, errb.String())
+	}
+	if !strings.Contains(out.String(), "never armed (auto-start refused all episode): 1") {
+		t.Errorf("summary line does not say the arm never moved:\n%s", out.String())
+	}
+}
+
 // TestSimDemoLevelSwitch checks the demo's two printed ways to change the
 // OOD level against a real bridge: the pending level is taken by the
 // demo's next episode (demoNextEpisode, as its auto-reset loop calls it),
