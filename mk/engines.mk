@@ -12,7 +12,7 @@ ENGINES_BENCH_BUNDLE := build/bundles/papersize
 bench-engines-bundle: $(ENGINES_BENCH_BUNDLE)/manifest.json
 
 $(ENGINES_BENCH_BUNDLE)/manifest.json:
-	cd training && ../$(PY) -m energyflow export --random-init --paper-size --out ../$(ENGINES_BENCH_BUNDLE)
+	cd training && ../$(PY) -m energyflow export --random-init --paper-size --energy-head pooled --out ../$(ENGINES_BENCH_BUNDLE)
 
 bench-engines: bench-engines-bundle
 	./scripts/bench-engines.sh $(ENGINES_BENCH_BUNDLE)

@@ -14,7 +14,7 @@ parity-fixtures:
 	$(TRAINING_PY) -m energyflow fixtures --out engines/testdata/parity
 
 paper-size-bundle:
-	$(TRAINING_PY) -m energyflow export --random-init --paper-size --out build/bundles/paper-size
+	$(TRAINING_PY) -m energyflow export --random-init --paper-size --energy-head pooled --out build/bundles/paper-size
 
 reward-recovery:
 	$(TRAINING_PY) training/scripts/reward_recovery.py --steps 5000 --threads 1

@@ -64,11 +64,11 @@ _TRAIN_FLAGS = {
     "--seed": ("seed", int, "random seed (0)"),
     "--sigma-sampling": ("sigma_sampling", str, "energyflow noise levels: uniform = t ~ U[0,T] (Algorithm 1) | "
                          "lognormal = ln sigma ~ N(--sigma-mean, --sigma-std^2) clipped to [sigma_min, sigma_max] "
-                         "(EDM) (uniform)", SIGMA_SAMPLINGS),
+                         "(EDM) (default: the head's measured recipe, lognormal for denoiser, uniform for pooled)", SIGMA_SAMPLINGS),
     "--sigma-mean": ("sigma_mean", float, "lognormal: mean of ln sigma (-0.5 = EDM's at sigma_data 1)"),
     "--sigma-std": ("sigma_std", float, "lognormal: std of ln sigma (1.2)"),
     "--loss-weighting": ("loss_weighting", str, "energyflow DSM weight: sigma2 = sigma^2|S + eps/sigma|^2 "
-                         "(Algorithm 1) | edm = (sigma^2+1)|sigma S + eps|^2 (sigma2)", LOSS_WEIGHTINGS),
+                         "(Algorithm 1) | edm = (sigma^2+1)|sigma S + eps|^2 (default: edm for denoiser, sigma2 for pooled)", LOSS_WEIGHTINGS),
     "--threads": ("threads", int, "torch CPU threads (2)"),
     "--device": ("device", str, "auto | cpu | cuda | cuda:N"),
 }

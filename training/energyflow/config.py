@@ -43,8 +43,9 @@ POLICY_KINDS = ("energyflow", "diffusion")
 #: ``denoiser`` = E = 1/2 |c_in a - F(c_in a; s, c_noise)/sigma|^2 over the
 #: Diffusion Policy network F (:class:`energyflow.model.DenoiserEnergy`, docs/design energy.md §3).
 ENERGY_HEADS = ("pooled", "denoiser")
-#: the head of a new model when nothing says otherwise (switching it is this one line)
-DEFAULT_ENERGY_HEAD = "pooled"
+#: the head of a new model when nothing says otherwise (switching it is this one line):
+#: the denoiser head, chosen by measurement (docs/evaluation.md, "The energy head")
+DEFAULT_ENERGY_HEAD = "denoiser"
 #: the head of a saved config (checkpoint, manifest) written before ``energy_head`` existed
 LEGACY_ENERGY_HEAD = "pooled"
 
@@ -55,6 +56,10 @@ SIGMA_SAMPLINGS = ("uniform", "lognormal")
 #: DSM loss weightings (``--loss-weighting``): ``sigma2`` = lambda(t) = sigma^2 (Algorithm 1);
 #: ``edm`` = (sigma^2 + 1) sigma^2, EDM's lambda(sigma) on the denoiser error at sigma_data = 1
 LOSS_WEIGHTINGS = ("sigma2", "edm")
+#: ``--sigma-sampling``/``--loss-weighting`` left at ``auto`` take the measured recipe of
+#: the head: the denoiser head was measured with EDM's law and weight, the pooled head
+#: with Algorithm 1's (:meth:`TrainConfig.for_head`)
+HEAD_NOISE_DEFAULTS = {"pooled": ("uniform", "sigma2"), "denoiser": ("lognormal", "edm")}
 
 
 @dataclass
@@ -203,21 +208,35 @@ class TrainConfig:
     threads: int = 2
     device: str = "auto"
     # EnergyFlow noise levels and loss weight (the diffusion baseline ignores them)
-    sigma_sampling: str = "uniform"          # uniform (t ~ U[0,T]) | lognormal (EDM); SIGMA_SAMPLINGS
+    sigma_sampling: str = "auto"             # uniform (t ~ U[0,T]) | lognormal (EDM) | auto (the head's); SIGMA_SAMPLINGS
     sigma_mean: float = -0.5                 # lognormal: mean of ln sigma (EDM's -1.2 at sigma_data 0.5)
     sigma_std: float = 1.2                   # lognormal: std of ln sigma
-    loss_weighting: str = "sigma2"           # sigma2 (Algorithm 1) | edm: (sigma^2+1)|sigma(-dE/da) + eps|^2
+    loss_weighting: str = "auto"             # sigma2 (Algorithm 1) | edm: (sigma^2+1)|sigma(-dE/da) + eps|^2 | auto
 
     def __post_init__(self) -> None:
-        if self.sigma_sampling not in SIGMA_SAMPLINGS:
-            raise ValueError(f"unknown sigma sampling {self.sigma_sampling!r}: want one of {', '.join(SIGMA_SAMPLINGS)}")
-        if self.loss_weighting not in LOSS_WEIGHTINGS:
-            raise ValueError(f"unknown loss weighting {self.loss_weighting!r}: want one of {', '.join(LOSS_WEIGHTINGS)}")
+        if self.sigma_sampling not in SIGMA_SAMPLINGS + ("auto",):
+            raise ValueError(f"unknown sigma sampling {self.sigma_sampling!r}: want one of {', '.join(SIGMA_SAMPLINGS)} or auto")
+        if self.loss_weighting not in LOSS_WEIGHTINGS + ("auto",):
+            raise ValueError(f"unknown loss weighting {self.loss_weighting!r}: want one of {', '.join(LOSS_WEIGHTINGS)} or auto")
         if not self.sigma_std > 0:
             raise ValueError(f"sigma_std must be > 0, got {self.sigma_std}")
 
+    def for_head(self, head: str) -> "TrainConfig":
+        """A copy with ``auto`` noise sampling and loss weighting replaced by ``head``'s
+        measured recipe (:data:`HEAD_NOISE_DEFAULTS`); explicit choices are kept."""
+        if head not in HEAD_NOISE_DEFAULTS:
+            raise ValueError(f"unknown energy head {head!r}: want one of {', '.join(ENERGY_HEADS)}")
+        sampling, weighting = HEAD_NOISE_DEFAULTS[head]
+        return dataclasses.replace(
+            self,
+            sigma_sampling=sampling if self.sigma_sampling == "auto" else self.sigma_sampling,
+            loss_weighting=weighting if self.loss_weighting == "auto" else self.loss_weighting)
+
     def noise_record(self) -> Dict[str, Any]:
-        """How the EnergyFlow loss drew noise levels and weighted them (manifest ``model.training``)."""
+        """How the EnergyFlow loss drew noise levels and weighted them (manifest ``model.training``);
+        call it on a config resolved with :meth:`for_head`."""
+        if "auto" in (self.sigma_sampling, self.loss_weighting):
+            raise ValueError("noise_record on an unresolved config: call for_head(energy_head) first")
         samp: Dict[str, Any] = {"kind": self.sigma_sampling}
         if self.sigma_sampling == "lognormal":
             samp.update(mean=self.sigma_mean, std=self.sigma_std, clip="schedule")

@@ -208,6 +208,7 @@ class Trainer:
     def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, train_ds: WindowDataset,
                  val_ds: Optional[WindowDataset], out: Path, meta: Dict[str, Any],
                  vision_weights: Optional[str] = None, progress: bool = True) -> None:
+        tcfg = tcfg.for_head(mcfg.energy_head if mcfg.policy == "energyflow" else "pooled")
         self.mcfg, self.tcfg, self.out, self.meta = mcfg, tcfg, out, meta
         self.train_ds, self.val_ds = train_ds, val_ds
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -439,6 +440,9 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
         vision_width = model_over["images"][0].get("width", 64)
     mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size,
                                                   vision_width)
+    # "auto" noise law and weight become the head's measured recipe (the diffusion
+    # baseline ignores both; it keeps Algorithm 1's values in its train_cfg)
+    tcfg = tcfg.for_head(mcfg.energy_head if mcfg.policy == "energyflow" else "pooled")
     if mcfg.policy == "energyflow":
         meta["training"] = tcfg.noise_record()  # into the checkpoint and the bundle manifest
     trainer = Trainer(mcfg, tcfg, train_ds, val_ds, outp, meta, vision_weights, progress)
@@ -490,7 +494,7 @@ def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Poli
     if mcfg.policy == "energyflow" and "training" not in meta:
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         meta["training"] = TrainConfig(**{k: v for k, v in ck.get("train_cfg", {}).items() if k in known}
-                                       ).noise_record()
+                                       ).for_head(mcfg.energy_head).noise_record()
     return pol.eval(), meta
 
 

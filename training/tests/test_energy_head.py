@@ -263,17 +263,44 @@ def test_default_head_is_one_constant():
     config without the field (checkpoint, manifest from before it) is always the pooled head."""
     import energyflow.config as config
 
-    assert ModelConfig().energy_head == config.DEFAULT_ENERGY_HEAD == "pooled"
+    assert ModelConfig().energy_head == config.DEFAULT_ENERGY_HEAD == "denoiser"
     assert ModelConfig.from_dict({"action_dim": 2, "energy_head": "denoiser"}).energy_head == "denoiser"
     assert ModelConfig.from_saved({"action_dim": 2}).energy_head == LEGACY_ENERGY_HEAD == "pooled"
     assert ModelConfig.from_saved({"action_dim": 2, "energy_head": "denoiser"}).energy_head == "denoiser"
+
+
+def test_default_training_is_the_measured_denoiser_recipe(data_file, tmp_path, capsys):
+    """No head flags: the denoiser head with its measured noise law and weight (log-normal
+    sigma, EDM weighting), recorded in the manifest and the checkpoint's train_cfg."""
+    man = _train(data_file, tmp_path / "run")
+    capsys.readouterr()
+    assert man["model"]["energy_head"] == "denoiser"
+    assert man["model"]["training"] == {"sigma_sampling": {"kind": "lognormal", "mean": -0.5, "std": 1.2,
+                                                           "clip": "schedule"}, "loss_weighting": "edm"}
+    ck = torch.load(tmp_path / "run" / "latest.pt", weights_only=False)
+    assert ck["train_cfg"]["sigma_sampling"] == "lognormal" and ck["train_cfg"]["loss_weighting"] == "edm"
+
+
+@pytest.mark.parametrize("head, over, want", [
+    ("denoiser", {}, ("lognormal", "edm")),
+    ("pooled", {}, ("uniform", "sigma2")),
+    ("denoiser", {"sigma_sampling": "uniform"}, ("uniform", "edm")),
+    ("pooled", {"loss_weighting": "edm"}, ("uniform", "edm")),
+])
+def test_auto_noise_recipe_follows_the_head(head, over, want):
+    tc = TrainConfig(**over).for_head(head)
+    assert (tc.sigma_sampling, tc.loss_weighting) == want
+    with pytest.raises(ValueError, match="unresolved"):
+        TrainConfig().noise_record()
+    with pytest.raises(ValueError, match="unknown energy head 'wide'"):
+        TrainConfig().for_head("wide")
 
 
 def test_old_checkpoint_without_head_field_loads_pooled(data_file, tmp_path, capsys):
     from energyflow.train import load_checkpoint_policy
 
     out = tmp_path / "run"
-    _train(data_file, out)
+    _train(data_file, out, "--energy-head", "pooled", "--sigma-sampling", "uniform", "--loss-weighting", "sigma2")
     capsys.readouterr()
     ck = torch.load(out / "latest.pt", weights_only=False)
     for k in ("sigma_sampling", "sigma_mean", "sigma_std", "loss_weighting"):
