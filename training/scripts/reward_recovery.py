@@ -38,8 +38,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from energyflow.config import ModelConfig  # noqa: E402
-from energyflow.losses import dsm_loss  # noqa: E402
-from energyflow.model import EnergyUNet  # noqa: E402
+from energyflow.config import ENERGY_HEADS  # noqa: E402
+from energyflow.losses import dsm_loss, sample_t_lognormal  # noqa: E402
+from energyflow.model import energy_model  # noqa: E402
 from energyflow.sampler import TorchEnergyGrad, sample  # noqa: E402
 from energyflow.train import EMA, lr_lambda  # noqa: E402
 
@@ -101,8 +102,12 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: str, width: int = 128,
-          log_every: int = 500
-          ) -> Tuple[EnergyUNet, Expert, np.ndarray, np.ndarray, List[float], float]:
+          log_every: int = 500, head: str = "pooled"
+          ) -> Tuple[torch.nn.Module, Expert, np.ndarray, np.ndarray, List[float], float]:
+    """Train on expert samples. ``head`` pooled: the paper's recipe (t ~ U[0,T], w = 1);
+    denoiser: the quadratic denoiser energy with the toolkit's defaults for it
+    (ln sigma ~ N(-0.5, 1.2^2), EDM weighting), as ``--energy-head denoiser``
+    trains it."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     ex = Expert(dim, seed)
@@ -112,8 +117,9 @@ def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: 
     cfg = ModelConfig(action_dim=dim, state_dim=2, obs_horizon=1, pred_horizon=1, action_horizon=1,
                       down_dims=(width,), kernel_size=1, n_groups=8, time_embed_dim=64, state_hidden=128,
                       head_dims=(256, 128),
-                      energy_scale=energy_scale)
-    model = EnergyUNet(cfg)
+                      energy_scale=energy_scale, energy_head=head)
+    model = energy_model(cfg)
+    gen = torch.Generator().manual_seed(seed)
     ema = EMA(model, 0.999, 0.75)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-6)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(min(500, steps // 10), steps))
@@ -124,7 +130,11 @@ def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: 
         a = (ex.sample(s, rng) - mean) / std
         at = torch.as_tensor(a, dtype=torch.float32).reshape(batch, 1, dim)
         st = torch.as_tensor(s, dtype=torch.float32)
-        loss = dsm_loss(model, at, st, cfg.schedule)
+        if head == "denoiser":
+            t = sample_t_lognormal(batch, cfg.schedule, -0.5, 1.2, gen)
+            loss = dsm_loss(model, at, st, cfg.schedule, t=t, generator=gen, weighting="edm")
+        else:
+            loss = dsm_loss(model, at, st, cfg.schedule)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -138,7 +148,7 @@ def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: 
     return ema.model.eval(), ex, mean, std, losses, time.time() - t0
 
 
-def evaluate(model: EnergyUNet, ex: Expert, mean: np.ndarray, std: np.ndarray, n_states: int, seed: int
+def evaluate(model: torch.nn.Module, ex: Expert, mean: np.ndarray, std: np.ndarray, n_states: int, seed: int
              ) -> List[Dict]:
     rng = np.random.default_rng(seed + 999)
     dim = ex.dim
@@ -180,16 +190,20 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--energy-scale", default="none", choices=["none", "inv_sigma"])
     p.add_argument("--width", type=int, default=128, help="U-Net channel width")
+    p.add_argument("--energy-head", default="pooled", choices=list(ENERGY_HEADS),
+                   help="pooled: the paper's head and recipe; denoiser: the quadratic denoiser energy "
+                        "(log-normal sigma, EDM weighting)")
     p.add_argument("--json", help="write the rows to this file")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     out = {}
     for dim in a.dims:
-        model, ex, mean, std, losses, secs = train(dim, a.steps, a.batch, a.lr, a.seed, a.energy_scale, a.width)
+        model, ex, mean, std, losses, secs = train(dim, a.steps, a.batch, a.lr, a.seed, a.energy_scale, a.width,
+                                                     head=a.energy_head)
         rows = evaluate(model, ex, mean, std, a.states, a.seed)
         out[dim] = {"rows": rows, "train_seconds": secs, "final_loss": float(np.mean(losses[-200:]))}
     print()
-    print(f"steps={a.steps} batch={a.batch} lr={a.lr} width={a.width} energy_scale={a.energy_scale} "
+    print(f"head={a.energy_head} steps={a.steps} batch={a.batch} lr={a.lr} width={a.width} energy_scale={a.energy_scale} "
           f"(gamma=1e-3, K=20)")
     print("| D | state | weights w_k(s) | Spearman(-E, Q) | sample share per mode | on-mode | all modes |")
     print("|---|---|---|---|---|---|---|")
