@@ -2,6 +2,7 @@ package engines_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -78,6 +79,21 @@ func TestLoadBundleRefuses(t *testing.T) {
 		{"bad hash format", nil, func(m map[string]any) { m["files"].(map[string]any)["energy_grad.onnx"] = "XYZ" }, []string{`"files.energy_grad.onnx"`, "sha256"}},
 		{"unclean path", nil, func(m map[string]any) { m["files"].(map[string]any)["../x"] = strings.Repeat("0", 64) }, []string{"clean relative path"}},
 		{"calibration score", nil, set("calibration", map[string]any{"recommended": map[string]any{"score": "vibes", "threshold": 1}}), []string{`"calibration.recommended.score"`}},
+		{"closed loop", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) {
+			cl["score"], cl["alpha"] = "vibes", 1.5
+			cl["rule"] = map[string]any{"kind": "cusum", "n": 6, "m": 5}
+			cl["bands"] = []any{
+				map[string]any{"from": 3, "mean": 1, "std": 1, "threshold": 2},
+				map[string]any{"from": 3, "mean": 1, "std": 0, "threshold": 2},
+				map[string]any{"from": 2, "mean": 1, "std": -1, "threshold": 2},
+			}
+		})), []string{`"calibration.closed_loop.score"`, `"calibration.closed_loop.alpha"`, `"calibration.closed_loop.rule.kind"`, `"calibration.closed_loop.rule.n"`,
+			`"calibration.closed_loop.bands[0].from"`, `"calibration.closed_loop.bands[1].from"`, `"calibration.closed_loop.bands[1].std"`,
+			`"calibration.closed_loop.bands[2].from"`, `"calibration.closed_loop.bands[2].std"`}},
+		{"closed loop without bands", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["bands"] = []any{} })),
+			[]string{`"calibration.closed_loop.bands"`, "empty"}},
+		{"closed loop window", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["rule"] = map[string]any{"kind": "n_of_m", "n": 3, "m": 65} })),
+			[]string{`"calibration.closed_loop.rule.m"`, "1..64"}},
 		{"hash mismatch", func(f map[string][]byte) {
 			b := append([]byte(nil), f["energy_grad.onnx"]...)
 			b[len(b)/2] ^= 0xff
@@ -108,6 +124,51 @@ func TestLoadBundleRefuses(t *testing.T) {
 				t.Errorf("error %v is not a *FieldError", err)
 			}
 		})
+	}
+}
+
+// closedLoopCalibration is a valid calibration block with a closed_loop
+// block as energyflow sim calibrate writes it, changed by edit.
+func closedLoopCalibration(edit func(cl map[string]any)) map[string]any {
+	cl := map[string]any{
+		"score": "energy", "alpha": 0.1, "rule": map[string]any{"kind": "n_of_m", "n": 3, "m": 5}, "q": 2.31,
+		"bands": []any{
+			map[string]any{"from": 0, "mean": 123.4, "std": 10.2, "threshold": 146.962},
+			map[string]any{"from": 20, "mean": 110, "std": 8, "threshold": 128.48},
+		},
+		"task": "button-press", "level": "0", "rate_hz": 20, "steps_k": 20, "max_steps": 500,
+		"episodes": 40, "fit_episodes": 20, "conformal_episodes": 20, "seeds": []int{1000, 1039},
+	}
+	if edit != nil {
+		edit(cl)
+	}
+	return map[string]any{"n_windows": 512, "seed": 0, "steps": 20,
+		"scores":      map[string]any{"energy": map[string]any{"mean": 100, "std": 20, "quantiles": map[string]any{"99.9": 160}}},
+		"recommended": map[string]any{"score": "energy", "threshold": 160, "rule": "q99.9"},
+		"closed_loop": cl}
+}
+
+func TestLoadBundleClosedLoop(t *testing.T) {
+	dir := writeQuadBundle(t, nil, func(m map[string]any) { m["calibration"] = closedLoopCalibration(nil) })
+	b, err := engines.LoadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := b.Manifest.Calibration.ClosedLoop
+	want := engines.ClosedLoop{Score: "energy", Alpha: 0.1, Rule: engines.ClosedLoopRule{Kind: "n_of_m", N: 3, M: 5}, Q: 2.31,
+		Bands: []engines.ClosedLoopBand{{From: 0, Mean: 123.4, Std: 10.2, Threshold: 146.962}, {From: 20, Mean: 110, Std: 8, Threshold: 128.48}},
+		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20, Seeds: [2]int{1000, 1039}}
+	if cl == nil || !reflect.DeepEqual(*cl, want) {
+		t.Fatalf("closed_loop parsed as %+v, want %+v", cl, want)
+	}
+	// A calibration without closed_loop parses as before.
+	dir = writeQuadBundle(t, nil, func(m map[string]any) {
+		c := closedLoopCalibration(nil)
+		delete(c, "closed_loop")
+		m["calibration"] = c
+	})
+	if b, err = engines.LoadBundle(dir); err != nil || b.Manifest.Calibration.ClosedLoop != nil || b.Manifest.Calibration.Recommended.Threshold != 160 {
+		t.Fatalf("calibration without closed_loop: %v", err)
 	}
 }
 

@@ -180,6 +180,48 @@ type Calibration struct {
 	Steps       int                   `json:"steps"`
 	Scores      map[string]ScoreStats `json:"scores"`
 	Recommended Recommendation        `json:"recommended"`
+	// ClosedLoop is the closed-loop conformal threshold fitted on level-0
+	// episodes driven through the runtime (energyflow sim calibrate); nil:
+	// none. The safety gate prefers it to Recommended when its rule matches.
+	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
+}
+
+// ClosedLoop is a time-varying stop threshold: Bands[b].Threshold =
+// Mean + Q·Std applies from Bands[b].From fresh scores since the gate was
+// armed until the next band's From, certified so that a fresh level-0
+// episode trips Rule with probability at most Alpha (docs/safety.md).
+type ClosedLoop struct {
+	Score             string           `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
+	Alpha             float64          `json:"alpha"`
+	Rule              ClosedLoopRule   `json:"rule"`
+	Q                 float64          `json:"q"`
+	Bands             []ClosedLoopBand `json:"bands"`
+	Task              string           `json:"task"`
+	Level             string           `json:"level"`
+	RateHz            float64          `json:"rate_hz"`
+	StepsK            int              `json:"steps_k"`
+	MaxSteps          int              `json:"max_steps"`
+	Episodes          int              `json:"episodes"`
+	FitEpisodes       int              `json:"fit_episodes"`
+	ConformalEpisodes int              `json:"conformal_episodes"`
+	Seeds             [2]int           `json:"seeds"` // first and last episode seed
+}
+
+// ClosedLoopRule is the decision rule a ClosedLoop is certified for:
+// Kind "n_of_m", trip when N of the last M fresh scores exceed the band's
+// threshold.
+type ClosedLoopRule struct {
+	Kind string `json:"kind"`
+	N    int    `json:"n"`
+	M    int    `json:"m"`
+}
+
+// ClosedLoopBand is one band of a ClosedLoop.
+type ClosedLoopBand struct {
+	From      int     `json:"from"` // fresh scores since arming
+	Mean      float64 `json:"mean"`
+	Std       float64 `json:"std"`
+	Threshold float64 `json:"threshold"`
 }
 
 // ScoreStats summarizes one score over the calibration windows. Quantiles
@@ -654,7 +696,58 @@ func (m *Manifest) validateCalibration(p *problems) {
 	if math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) {
 		p.add("calibration.recommended.threshold", "got %v, expected a finite number", r.Threshold)
 	}
+	if c.ClosedLoop != nil {
+		validateClosedLoop(p, c.ClosedLoop)
+	}
 }
+
+// maxRuleWindow is the largest n-of-m window the safety gate supports.
+const maxRuleWindow = 64
+
+func validateClosedLoop(p *problems, c *ClosedLoop) {
+	const f = "calibration.closed_loop"
+	if c.Score != ScoreEnergy && c.Score != ScoreCenteredEnergy {
+		p.add(f+".score", "got %q, expected %q or %q", c.Score, ScoreEnergy, ScoreCenteredEnergy)
+	}
+	if !(c.Alpha > 0 && c.Alpha < 1) {
+		p.add(f+".alpha", "got %v, expected a value in (0, 1)", c.Alpha)
+	}
+	if c.Rule.Kind != "n_of_m" {
+		p.add(f+".rule.kind", "got %q, expected \"n_of_m\"", c.Rule.Kind)
+	}
+	if c.Rule.M < 1 || c.Rule.M > maxRuleWindow {
+		p.add(f+".rule.m", "got %d, expected 1..%d", c.Rule.M, maxRuleWindow)
+	}
+	if c.Rule.N < 1 || c.Rule.N > c.Rule.M {
+		p.add(f+".rule.n", "got %d, expected 1..m (%d)", c.Rule.N, c.Rule.M)
+	}
+	if !finite(c.Q) {
+		p.add(f+".q", "got %v, expected a finite number", c.Q)
+	}
+	if len(c.Bands) == 0 {
+		p.add(f+".bands", "empty, expected at least one band, the first from 0")
+	}
+	for i, b := range c.Bands {
+		bf := fmt.Sprintf("%s.bands[%d]", f, i)
+		switch {
+		case i == 0 && b.From != 0:
+			p.add(bf+".from", "got %d, expected 0 (the first band starts at arming)", b.From)
+		case i > 0 && b.From <= c.Bands[i-1].From:
+			p.add(bf+".from", "got %d, expected more than the previous band's %d (bands sorted by from)", b.From, c.Bands[i-1].From)
+		}
+		if !finite(b.Mean) {
+			p.add(bf+".mean", "got %v, expected a finite number", b.Mean)
+		}
+		if !(b.Std > 0) || !finite(b.Std) {
+			p.add(bf+".std", "got %v, expected a finite value > 0", b.Std)
+		}
+		if !finite(b.Threshold) {
+			p.add(bf+".threshold", "got %v, expected a finite number", b.Threshold)
+		}
+	}
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func (m *Manifest) validateFiles(p *problems) {
 	if len(m.Files) == 0 {

@@ -351,6 +351,15 @@ func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 	for k, s := range c.Scores {
 		out.Scores[k] = safety.ScoreStats{Mean: s.Mean, Std: s.Std, Quantiles: s.Quantiles}
 	}
+	if cl := c.ClosedLoop; cl != nil {
+		o := &safety.ClosedLoop{Score: cl.Score, Alpha: cl.Alpha, Rule: safety.ClosedLoopRule{Kind: cl.Rule.Kind, N: cl.Rule.N, M: cl.Rule.M},
+			Q: cl.Q, Bands: make([]safety.Band, len(cl.Bands)), Task: cl.Task, Level: cl.Level, RateHz: cl.RateHz, StepsK: cl.StepsK,
+			MaxSteps: cl.MaxSteps, Episodes: cl.Episodes, FitEpisodes: cl.FitEpisodes, ConformalEpisodes: cl.ConformalEpisodes, Seeds: cl.Seeds}
+		for i, b := range cl.Bands {
+			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
+		}
+		out.ClosedLoop = o
+	}
 	return out, nil
 }
 

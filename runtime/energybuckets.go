@@ -15,8 +15,11 @@ const energyBucketCount = 32
 // energyBuckets returns the bounds of the energy histogram in /metrics for
 // a bundle's calibration: equal-width buckets from the calibrated energy's
 // mean − 4 std to max(q99.9, threshold) + 4 std, with the stop threshold
-// itself a bound (so the count above it is exact). Without a calibrated
-// energy it returns telemetry's defaults.
+// itself a bound (so the count above it is exact). With a closed-loop
+// calibration of the energy, its largest band threshold is a bound too and
+// the span reaches it (the band thresholds vary over an episode; the largest
+// is where the stop is least sensitive). Without a calibrated energy it
+// returns telemetry's defaults.
 func energyBuckets(c *engines.Calibration) []float64 {
 	if c == nil {
 		return telemetry.DefaultEnergyBuckets()
@@ -34,14 +37,31 @@ func energyBuckets(c *engines.Calibration) []float64 {
 		thr = c.Recommended.Threshold
 		top = math.Max(top, thr)
 	}
+	band := math.NaN() // the largest closed-loop band threshold
+	if cl := c.ClosedLoop; cl != nil && cl.Score == "energy" {
+		for _, bd := range cl.Bands {
+			if finiteAll(bd.Threshold) && !(bd.Threshold <= band) {
+				band = bd.Threshold
+			}
+		}
+		if !math.IsNaN(band) {
+			top = math.Max(top, band)
+		}
+	}
 	lo, hi := st.Mean-4*st.Std, top+4*st.Std
 	w := (hi - lo) / energyBucketCount
-	b := make([]float64, 0, energyBucketCount+2)
+	b := make([]float64, 0, energyBucketCount+3)
 	for i := 0; i <= energyBucketCount; i++ {
 		b = append(b, lo+float64(i)*w)
 	}
-	if !math.IsNaN(thr) {
-		b = append(b, thr)
+	extra := false
+	for _, x := range [...]float64{thr, band} {
+		if !math.IsNaN(x) {
+			b = append(b, x)
+			extra = true
+		}
+	}
+	if extra {
 		slices.Sort(b)
 		b = slices.Compact(b)
 	}

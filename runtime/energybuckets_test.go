@@ -16,6 +16,10 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 		Quantiles: map[string]float64{"50": 161.1, "99": 423.7, "99.9": 432.0}}},
 		Recommended: engines.Recommendation{Score: "energy", Threshold: 432.0}}
 	centered := &engines.Calibration{Scores: bp.Scores, Recommended: engines.Recommendation{Score: "centered_energy", Threshold: -3}}
+	closedLoop := *bp
+	closedLoop.ClosedLoop = &engines.ClosedLoop{Score: "energy", Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 610}, {From: 10, Threshold: 480}}}
+	closedLoopHigh := *bp // a band above q99.9 and the recommendation stretches the span
+	closedLoopHigh.ClosedLoop = &engines.ClosedLoop{Score: "energy", Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 700}, {From: 10, Threshold: 480}}}
 	cases := []struct {
 		name        string
 		cal         *engines.Calibration
@@ -24,6 +28,8 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 		wantDefault bool
 	}{
 		{"calibrated energy stop", bp, 168.3 - 4*150.4, 168.3 + 7*150.4, 432.0, false},
+		{"closed-loop bands: the largest is a bound", &closedLoop, 168.3 - 4*150.4, 168.3 + 7*150.4, 610, false},
+		{"closed-loop bands keep the recommendation a bound", &closedLoopHigh, 168.3 - 4*150.4, 700 + 4*150.4, 432.0, false},
 		{"threshold on another score", centered, 168.3 - 4*150.4, 168.3 + 7*150.4, math.NaN(), false},
 		{"no calibration", nil, 0, 0, math.NaN(), true},
 		{"no energy statistics", &engines.Calibration{}, 0, 0, math.NaN(), true},
@@ -46,7 +52,11 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 			if !math.IsNaN(c.wantBound) && !slices.Contains(b, c.wantBound) {
 				t.Fatalf("threshold %g is not a bound: %v", c.wantBound, b)
 			}
-			if n := len(b); n < energyBucketCount+1 || n > energyBucketCount+2 {
+			extra := 1 // the recommended threshold
+			if c.cal.ClosedLoop != nil {
+				extra++ // and the largest band threshold
+			}
+			if n := len(b); n < energyBucketCount+1 || n > energyBucketCount+1+extra {
 				t.Fatalf("%d bounds", n)
 			}
 		})

@@ -121,7 +121,7 @@ type Loop struct {
 	sample      telemetry.Sample
 	lastInf     time.Duration
 	lastCondLog time.Time
-	thr         float64 // first monitored threshold (frozen with the gate's config); NaN: none
+	thr         float64 // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
 
 	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
@@ -186,10 +186,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	if d.Scorer != nil {
 		l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
 	}
-	l.thr = math.NaN()
-	if th := d.Guard.Thresholds(); len(th) > 0 {
-		l.thr = th[0].Value
-	}
+	l.thr = d.Guard.ThresholdNow()
 	l.wait = time.NewTimer(time.Hour)
 	l.wait.Stop()
 	l.sample.Velocities = make([]float64, 0, 16)
@@ -434,6 +431,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if gerr != nil {
 		l.log.Warn("gate", "err", gerr)
 	}
+	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the fresh scores since arming
 	l.syncMachine(&dec)
 
 	// 7. Telemetry, recording, watchdog.

@@ -17,7 +17,7 @@ type fault struct {
 	age       time.Duration // age of the stale input
 	bound     time.Duration // its configured bound
 	axis      int           // offending axis, −1: gripper
-	n, want   int           // sizes for invalid_input
+	n, want   int           // sizes for invalid_input; n: fresh-score index since arming for energy (−1: stopped)
 	err       error         // arm read or write error
 	what      string        // static description of the input
 	actor     string        // operator stop
@@ -96,8 +96,19 @@ func (g *Guard) check(in *Inputs) fault {
 		}
 	}
 
-	// Energy: every rule sees every fresh score.
-	for i, t := range g.thresholds {
+	// Energy: every rule sees every fresh score, compared with the threshold
+	// in effect: while running, the closed-loop band of the number of fresh
+	// scores since arming; while stopped, the start band (band 0).
+	running := g.state == Running
+	for i := range g.thresholds {
+		t := &g.thresholds[i]
+		k := -1 // fresh-score index since arming; −1: stopped
+		thr := t.At(0)
+		if running {
+			k = g.fresh[i]
+			thr = t.At(k)
+		}
+		g.thrNow[i] = thr
 		x := in.Scores[t.Score]
 		switch {
 		case math.IsInf(x, 0):
@@ -111,8 +122,12 @@ func (g *Guard) check(in *Inputs) fault {
 			}
 		default:
 			g.lastScore[t.Score] = in.Now
+			if running {
+				g.fresh[i]++
+			}
+			g.rules[i].setThreshold(thr)
 			if g.rules[i].observe(x) {
-				set(fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value})
+				set(fault{kind: KindEnergy, score: t.Score, value: x, threshold: thr, n: k})
 			}
 		}
 	}
@@ -153,17 +168,20 @@ func (g *Guard) check(in *Inputs) fault {
 }
 
 // resetCheck adds the stricter conditions of a reset to a clear tick: every
-// monitored score fresh now and at or below its threshold, no rule in alarm.
+// monitored score fresh now and at or below its threshold (the start band's,
+// for closed-loop bands: the gate is stopped), no rule in alarm.
 func (g *Guard) resetCheck(f *fault, in *Inputs) {
-	for i, t := range g.thresholds {
+	for i := range g.thresholds {
+		t := &g.thresholds[i]
 		x := in.Scores[t.Score]
+		thr := t.At(0)
 		switch {
 		case math.IsNaN(x):
 			*f = fault{kind: KindScoreStale, score: t.Score, age: 0, bound: g.cfg.Watchdog.ScoreMaxAge, note: "a reset needs a fresh score on the tick that decides it"}
-		case x > t.Value:
-			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value, note: "still above the threshold"}
+		case x > thr:
+			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: thr, n: -1, note: "still above the threshold"}
 		case g.rules[i].alarmed():
-			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: t.Value, note: "recent scores still in alarm: the rule's window is not clear yet"}
+			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: thr, n: -1, note: "recent scores still in alarm: the rule's window is not clear yet"}
 		default:
 			continue
 		}
@@ -207,7 +225,7 @@ func (g *Guard) message(f *fault) string {
 		if f.note != "" {
 			m = fmt.Sprintf("%s score %.4g vs threshold %.4g: %s — move the scene back toward the demonstrations", f.score, f.value, f.threshold, f.note)
 		} else {
-			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g, %s", f.score, f.value, f.threshold, g.ruleText())
+			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g%s, %s", f.score, f.value, f.threshold, g.bandText(f), g.ruleText())
 		}
 	case KindNaN:
 		if f.what == "score" {
@@ -251,6 +269,23 @@ func (g *Guard) message(f *fault) string {
 		m = f.kind.String()
 	}
 	return m
+}
+
+// bandText describes the closed-loop band of an energy fault for messages
+// ("" for a fixed threshold).
+func (g *Guard) bandText(f *fault) string {
+	for i := range g.thresholds {
+		t := &g.thresholds[i]
+		if t.Score != f.score || len(t.Bands) == 0 {
+			continue
+		}
+		if f.n < 0 {
+			return " (closed-loop start band: the gate is stopped)"
+		}
+		b := t.Bands[bandAt(t.Bands, f.n)]
+		return fmt.Sprintf(" (closed-loop band from %d: %d fresh scores since arming before this one)", b.From, f.n)
+	}
+	return ""
 }
 
 // ruleText describes the configured rule for messages.

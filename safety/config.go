@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -23,7 +24,9 @@ type EnergyConfig struct {
 	// energy). The score watchdog is off too then.
 	Disabled bool `yaml:"disabled"`
 	// Scores lists the scores to monitor; any one firing trips. Empty means
-	// the bundle calibration's recommended score and threshold.
+	// the bundle calibration's closed-loop score and bands (when the rule is
+	// the one they were certified for), else its recommended score and
+	// threshold.
 	Scores []ScoreConfig `yaml:"scores"`
 	// Rule decides when exceedances are a trip rather than noise.
 	Rule RuleConfig `yaml:"rule"`
@@ -33,7 +36,8 @@ type EnergyConfig struct {
 type ScoreConfig struct {
 	// Name is "energy" or "centered_energy".
 	Name string `yaml:"name"`
-	// Threshold overrides the bundle's calibrated threshold.
+	// Threshold overrides the bundle's calibrated threshold (closed-loop
+	// bands included).
 	Threshold *float64 `yaml:"threshold"`
 	// Quantile picks the calibration quantile used as the threshold when no
 	// override is set and the bundle recommends another score (default "99.9").
@@ -285,6 +289,10 @@ type Calibration struct {
 	Steps       int                   `json:"steps"`
 	Scores      map[string]ScoreStats `json:"scores"`
 	Recommended Recommendation        `json:"recommended"`
+	// ClosedLoop is the closed-loop conformal threshold (nil: none). When
+	// the gate runs the rule it was certified for, it takes precedence over
+	// Recommended for its score.
+	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
 }
 
 // ScoreStats are a score's statistics on held-out demonstration windows.
@@ -303,27 +311,62 @@ type Recommendation struct {
 
 // Threshold is a resolved threshold of one monitored score.
 type Threshold struct {
-	Score  Score
-	Value  float64 // trip level
-	Scale  float64 // CUSUM scale (0 when the rule is n_of_m)
-	Source string  // "config", "calibration.recommended" or "calibration.quantiles[99.9]"
+	Score Score
+	Value float64 // trip level (with Bands: band 0's, the start band)
+	Scale float64 // CUSUM scale (0 when the rule is n_of_m)
+	// Source is "config", "calibration.closed_loop",
+	// "calibration.recommended" or "calibration.quantiles[99.9]", the last
+	// two followed by why a closed_loop calibration did not apply, if any.
+	Source string
+	// Bands make the threshold time-varying (calibration.closed_loop):
+	// sorted by From, the first From 0. Nil: the fixed Value.
+	Bands []Band
+}
+
+// At returns the trip level for a score that is the n-th fresh score since
+// the gate was armed (n from 0): the threshold of the last band whose From
+// is at or below n, or Value without bands. It allocates nothing.
+func (t Threshold) At(n int) float64 {
+	if len(t.Bands) == 0 {
+		return t.Value
+	}
+	return t.Bands[bandAt(t.Bands, n)].Threshold
 }
 
 const defaultQuantile = "99.9"
 
 // resolveThresholds picks each monitored score's threshold: the config
-// override, else the calibration's recommendation for that score, else the
-// configured quantile of the calibration. CUSUM also needs a scale.
+// override, else the calibration's closed-loop bands for that score when the
+// rule is the n_of_m rule they were certified for, else the calibration's
+// recommendation for that score, else the configured quantile of the
+// calibration. CUSUM also needs a scale. With no scores configured, the
+// monitored score is the closed-loop one when it applies, else the
+// recommended one.
 func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	if e.Disabled {
 		return nil, nil
 	}
-	scores := e.Scores
-	if len(scores) == 0 {
-		if cal == nil || cal.Recommended.Score == "" {
-			return nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step")
+	var cl *ClosedLoop // the closed-loop calibration, if the rule is the one it was certified for
+	clNote := ""       // why it does not apply otherwise
+	if cal != nil && cal.ClosedLoop != nil {
+		c := cal.ClosedLoop
+		if r := e.Rule; r.Kind == RuleNOfM && c.Rule.Kind == RuleNOfM && r.NOfM.N == c.Rule.N && r.NOfM.M == c.Rule.M {
+			cl = c
+		} else {
+			clNote = fmt.Sprintf(" (closed_loop was fitted for %s %d/%d, the rule is %s)", c.Rule.Kind, c.Rule.N, c.Rule.M, ruleName(r))
 		}
-		scores = []ScoreConfig{{Name: cal.Recommended.Score}}
+	}
+	scores := e.Scores
+	defaultKey := "calibration.recommended"
+	if len(scores) == 0 {
+		switch {
+		case cl != nil:
+			scores, defaultKey = []ScoreConfig{{Name: cl.Score}}, "calibration.closed_loop"
+		case cal == nil || cal.Recommended.Score == "":
+			return nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step" + clNote)
+		default:
+			scores = []ScoreConfig{{Name: cal.Recommended.Score}}
+		}
 	}
 	cusum := e.Rule.Kind == RuleCUSUM
 	var errs []error
@@ -331,7 +374,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	for i, s := range scores {
 		key := fmt.Sprintf("energy.scores[%d]", i)
 		if len(e.Scores) == 0 {
-			key = "calibration.recommended"
+			key = defaultKey
 		}
 		sc, ok := ParseScore(s.Name)
 		if !ok {
@@ -349,15 +392,26 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 		if q == "" {
 			q = defaultQuantile
 		}
+		note := ""
+		if cal != nil && cal.ClosedLoop != nil && cal.ClosedLoop.Score == s.Name {
+			note = clNote
+		}
 		switch {
 		case s.Threshold != nil:
 			t.Value, t.Source = *s.Threshold, "config"
+		case cl != nil && cl.Score == s.Name:
+			if err := cl.Validate(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			t.Bands = slices.Clone(cl.Bands)
+			t.Value, t.Source = t.Bands[0].Threshold, "calibration.closed_loop"
 		case cal != nil && cal.Recommended.Score == s.Name && isFinite(cal.Recommended.Threshold):
-			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"
+			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"+note
 		case stats != nil && stats.Quantiles != nil && isFinite(stats.Quantiles[q]) && hasKey(stats.Quantiles, q):
-			t.Value, t.Source = stats.Quantiles[q], "calibration.quantiles["+q+"]"
+			t.Value, t.Source = stats.Quantiles[q], "calibration.quantiles["+q+"]"+note
 		default:
-			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it — set %s.threshold", key, s.Name, q, key))
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it%s — set %s.threshold", key, s.Name, q, note, key))
 			continue
 		}
 		if cusum {
@@ -374,6 +428,14 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 		out = append(out, t)
 	}
 	return out, errors.Join(errs...)
+}
+
+// ruleName describes a rule for messages ("n_of_m 3/5", "cusum").
+func ruleName(r RuleConfig) string {
+	if r.Kind == RuleNOfM {
+		return fmt.Sprintf("%s %d/%d", r.Kind, r.NOfM.N, r.NOfM.M)
+	}
+	return r.Kind
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }

@@ -3,6 +3,7 @@ package safety
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,13 @@ func TestResolveThresholds(t *testing.T) {
 	if err := json.Unmarshal([]byte(calJSON), &cal); err != nil {
 		t.Fatal(err)
 	}
+	bands := []Band{{From: 0, Mean: 2, Std: 0.5, Threshold: 3}, {From: 20, Mean: 1.8, Std: 0.4, Threshold: 2.6}}
+	withCL := func(score string, n, m int, bands []Band) *Calibration {
+		c := cal
+		c.ClosedLoop = &ClosedLoop{Score: score, Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}
+		return &c
+	}
+	nOfM := func(n, m int) RuleConfig { return RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}} }
 	cases := []struct {
 		name   string
 		e      EnergyConfig
@@ -135,6 +143,25 @@ func TestResolveThresholds(t *testing.T) {
 		want   []Threshold
 		errHas string
 	}{
+		{"closed loop takes precedence", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+		{"closed loop for a listed score", EnergyConfig{Scores: []ScoreConfig{{Name: "energy"}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+		{"closed loop picks the score", EnergyConfig{Rule: nOfM(3, 5)}, withCL("centered_energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreCentered, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+		{"override beats closed loop", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(5)}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 5, Source: "config"}}, ""},
+		{"closed loop on another score", EnergyConfig{Scores: []ScoreConfig{{Name: "energy"}}, Rule: nOfM(3, 5)}, withCL("centered_energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"}}, ""},
+		{"closed loop for another n of m", EnergyConfig{Rule: nOfM(2, 3)}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+		{"closed loop with cusum", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Scale: 0.5, Source: "calibration.recommended (closed_loop was fitted for n_of_m 3/5, the rule is cusum)"}}, ""},
+		{"closed loop mismatch, quantile", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy"}}, Rule: nOfM(2, 3)}, withCL("centered_energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreCentered, Value: 0.9, Source: "calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+		{"invalid closed loop", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, []Band{{From: 0, Std: 1, Threshold: 3}, {From: 0, Std: 1, Threshold: 2}}),
+			nil, "calibration.closed_loop.bands[1].from"},
+		{"closed loop without bands", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, nil), nil, "calibration.closed_loop.bands: empty"},
 		{"recommended by default", EnergyConfig{Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"}}, ""},
 		{"override", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(5)}}, Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
@@ -165,7 +192,7 @@ func TestResolveThresholds(t *testing.T) {
 				t.Fatalf("got %+v", got)
 			}
 			for i := range got {
-				if got[i] != tc.want[i] {
+				if !reflect.DeepEqual(got[i], tc.want[i]) {
 					t.Fatalf("got %+v, want %+v", got[i], tc.want[i])
 				}
 			}

@@ -18,6 +18,11 @@
 // overridden in Config — through a decision rule that tolerates single-sample
 // noise: n_of_m (trip when N of the last M fresh scores exceed the
 // threshold; default 3 of 5) or cusum (a one-sided CUSUM of the exceedance).
+// A calibration's ClosedLoop block makes the threshold time-varying: bands
+// indexed by the number of fresh scores since the gate was armed, fitted by
+// FitClosedLoop (split conformal) so that a fresh in-distribution episode
+// trips the n-of-m rule with probability at most its alpha; while stopped the
+// gate uses the start band.
 //
 // Watchdogs bound the age of every input: scores (score_stale), an
 // in-flight inference (inference_deadline), camera frames (camera_stale),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -121,8 +122,10 @@ type Guard struct {
 	state       State
 	reason      Reason
 	since       time.Time
-	gen         uint64 // bumped by every latch and operator stop
-	rules       []rule // one per threshold
+	gen         uint64    // bumped by every latch and operator stop
+	rules       []rule    // one per threshold
+	fresh       []int     // per threshold: fresh scores observed while running since the last accepted reset
+	thrNow      []float64 // per threshold: the threshold in effect at the latest tick
 	lastScore   [NumScores]time.Time
 	haveTick    bool
 	lastTick    int64
@@ -179,7 +182,16 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
-	for _, t := range th {
+	if cal != nil && cal.ClosedLoop != nil && len(th) > 0 && !slices.ContainsFunc(th, func(t Threshold) bool { return t.Bands != nil }) {
+		c := cal.ClosedLoop
+		g.log.Warn("safety: the bundle's closed-loop energy threshold (calibration.closed_loop) is not used: the config sets the threshold, monitors another score or runs another rule than the one it was certified for",
+			"closed_loop_score", c.Score, "closed_loop_rule", fmt.Sprintf("%s %d/%d", c.Rule.Kind, c.Rule.N, c.Rule.M),
+			"rule", ruleName(cfg.Energy.Rule), "threshold", th[0].Value, "source", th[0].Source)
+	}
+	g.fresh = make([]int, len(th))
+	g.thrNow = make([]float64, len(th))
+	for i, t := range th {
+		g.thrNow[i] = t.At(0)
 		switch cfg.Energy.Rule.Kind {
 		case RuleCUSUM:
 			c := cfg.Energy.Rule.CUSUM
@@ -206,8 +218,30 @@ func cloneConfig(c Config) Config {
 }
 
 // Thresholds returns the resolved threshold of each monitored score (for
-// the telemetry overlay).
-func (g *Guard) Thresholds() []Threshold { return append([]Threshold(nil), g.thresholds...) }
+// the telemetry overlay). For the threshold in effect now, which follows the
+// closed-loop bands, see ThresholdNow.
+func (g *Guard) Thresholds() []Threshold {
+	out := append([]Threshold(nil), g.thresholds...)
+	for i := range out {
+		out[i].Bands = slices.Clone(out[i].Bands)
+	}
+	return out
+}
+
+// ThresholdNow returns the first monitored score's threshold in effect at
+// the latest tick (before the first tick: the start band's): with
+// closed-loop bands, while running, the band of the number of fresh scores
+// observed since the gate was armed; while stopped, band 0. NaN when no
+// score is monitored. It allocates nothing and is safe from any goroutine,
+// the control loop's included (between its Ticks).
+func (g *Guard) ThresholdNow() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.thrNow) == 0 {
+		return math.NaN()
+	}
+	return g.thrNow[0]
+}
 
 // Config returns the frozen configuration the gate runs with.
 func (g *Guard) Config() Config { return cloneConfig(g.cfg) }
@@ -341,8 +375,9 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 			if in.Now.After(g.enabledAt) {
 				g.enabledAt = in.Now
 			}
-			for _, r := range g.rules {
+			for i, r := range g.rules {
 				r.reset()
+				g.fresh[i] = 0
 			}
 			g.lim.reset()
 			g.counters.Resets++

@@ -16,6 +16,9 @@ type rule interface {
 	alarmed() bool
 	// reset forgets the history (after an accepted reset).
 	reset()
+	// setThreshold sets the threshold the next observations are compared
+	// with (the closed-loop band in effect); the history is kept.
+	setThreshold(x float64)
 }
 
 // nOfM is in alarm while at least n of the last m scores exceeded the
@@ -50,8 +53,9 @@ func (r *nOfM) count() int {
 	return c
 }
 
-func (r *nOfM) alarmed() bool { return r.count() >= r.n }
-func (r *nOfM) reset()        { r.window = 0 }
+func (r *nOfM) alarmed() bool          { return r.count() >= r.n }
+func (r *nOfM) reset()                 { r.window = 0 }
+func (r *nOfM) setThreshold(x float64) { r.threshold = x }
 
 // cusum is a one-sided CUSUM of the scaled exceedance over the threshold:
 // S ← max(0, S + (x − threshold)/scale − drift), alarm while S > limit.
@@ -72,8 +76,9 @@ func (r *cusum) observe(x float64) bool {
 	return r.alarmed()
 }
 
-func (r *cusum) alarmed() bool { return r.s > r.limit }
-func (r *cusum) reset()        { r.s = 0 }
+func (r *cusum) alarmed() bool          { return r.s > r.limit }
+func (r *cusum) reset()                 { r.s = 0 }
+func (r *cusum) setThreshold(x float64) { r.threshold = x }
 
 // Replay runs a decision rule over a recorded trace of one score (NaN: no
 // score at that tick, skipped) against th (th.Scale is needed by the CUSUM
@@ -81,9 +86,17 @@ func (r *cusum) reset()        { r.s = 0 }
 // restarts, as after an accepted reset. Use it to measure the false-trip
 // rate on in-distribution episodes and the detection delay on OOD ones, and
 // to pick a threshold for the rule rather than for single samples.
+//
+// With th.Bands (a closed-loop calibration) the trace starts at arming: the
+// k-th fresh score since the start, or since the last trip, is compared
+// with th.At(k), as the running gate does; th.Value is then not used.
 func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 	cfg := Config{Energy: EnergyConfig{Rule: rc}}
-	cfg.Energy.Scores = []ScoreConfig{{Name: th.Score.String(), Threshold: &th.Value}}
+	v := th.Value
+	if th.Bands != nil {
+		v = 0 // not used: the bands are checked below
+	}
+	cfg.Energy.Scores = []ScoreConfig{{Name: th.Score.String(), Threshold: &v}}
 	if rc.Kind == RuleCUSUM {
 		cfg.Energy.Scores[0].Scale = &th.Scale
 	}
@@ -92,6 +105,9 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 		if strings.Contains(e.Error(), "safety: energy.") {
 			errs = append(errs, e)
 		}
+	}
+	if th.Bands != nil {
+		errs = append(errs, bandProblems("threshold.bands", th.Bands)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -103,13 +119,17 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 		r = newNOfM(th.Value, rc.NOfM.N, rc.NOfM.M)
 	}
 	var trips []int
+	k := 0 // fresh scores since the start or the last trip
 	for i, x := range trace {
 		if math.IsNaN(x) {
 			continue
 		}
+		r.setThreshold(th.At(k))
+		k++
 		if r.observe(x) {
 			trips = append(trips, i)
 			r.reset()
+			k = 0
 		}
 	}
 	return trips, nil

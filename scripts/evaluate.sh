@@ -55,14 +55,15 @@
 # latency files already in --out: pass it to evaluate.sh processes that run
 # beside each other, whose benches would be taken on a loaded machine.
 # --quick checks the pipeline, not the numbers: 2 short episodes
-# of each policy at level 0 and one fault episode, into build/eval-quick.
+# of each policy at level 0 and one fault episode, into build/eval-quick, and
+# a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; levels="0 S M L"; ks="10 20"
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
-maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1
+maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -94,7 +95,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) episodes=2; tasks="button-press"; levels="0"; ks="20"; maxsteps=40; faults="object"
              fault_tasks="button-press"; fault_step=10; out=build/eval-quick; policies="energyflow diffusion image"
-             rollouts=""; shift ;;
+             rollouts=""; calibrate=1; shift ;;
     --episodes) episodes=$2; shift 2 ;;
     --tasks) tasks=$2; shift 2 ;;
     --levels) levels=$2; shift 2 ;;
@@ -234,6 +235,19 @@ if [ -n "$rollouts" ]; then
         rollout "$out/rollout_diffusion_${task}_0_K20.json" "bundles/metaworld-$task-dp" "$task" ;;
     esac
   done
+fi
+
+# The closed-loop calibration of the energy stop (docs/safety.md), as a dry run
+# on the first task's EnergyFlow bundle: fits the bands, leaves the bundle.
+if [ "$calibrate" = 1 ]; then
+  task=${tasks%% *}; f=$out/calibrate_energyflow_${task}.json
+  if [ -f "bundles/metaworld-$task/manifest.json" ]; then
+    echo "run    calibrate_energyflow_${task} (dry run)"
+    ./bin/energyflow sim calibrate --dry-run --bundle "bundles/metaworld-$task" --task "$task" --episodes 4 --alpha 0.5 \
+      --max-steps "$maxsteps" --rate "$rate" --json "$f" > "${f%.json}.txt" 2> "${f%.json}.log" || {
+        echo "evaluate.sh: sim calibrate failed, see ${f%.json}.log" >&2; tail -n 5 "${f%.json}.log" >&2; exit 1; }
+    cat "${f%.json}.txt"
+  fi
 fi
 
 # Inference latency per policy (RQ6, Table 7 analog): whole samples, batch 1,

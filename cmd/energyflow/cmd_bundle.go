@@ -86,7 +86,20 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(w, "ok    files: %d sha256 verified\n", len(m.Files))
 	if c := m.Calibration; c != nil {
-		fmt.Fprintf(w, "ok    calibration: stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+		if cl := c.ClosedLoop; cl != nil {
+			fmt.Fprintf(w, "ok    calibration: closed-loop, used by the energy stop (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
+				cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
+			for i, b := range cl.Bands {
+				to := "on"
+				if i+1 < len(cl.Bands) {
+					to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
+				}
+				fmt.Fprintf(w, "        scores %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", b.From, to, b.Threshold, b.Mean, b.Std)
+			}
+			fmt.Fprintf(w, "        held-out windows (the fallback under another rule): stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+		} else {
+			fmt.Fprintf(w, "ok    calibration: stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+		}
 	} else if !m.HasEnergy() {
 		fmt.Fprintf(w, "note  energy: none — policy %q has no energy; the runtime turns the energy stop off (every other safety check stays on)\n", m.Policy)
 	} else {

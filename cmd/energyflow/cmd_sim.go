@@ -66,6 +66,8 @@ func cmdSim(ctx context.Context, env *cliEnv, args []string) int {
 			return cmdSimRecord(ctx, env, args[1:])
 		case "eval":
 			return cmdSimEval(ctx, env, args[1:])
+		case "calibrate":
+			return cmdSimCalibrate(ctx, env, args[1:])
 		}
 	}
 	return cmdSimDemo(ctx, env, args)
@@ -321,6 +323,7 @@ func cmdSimDemo(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, `usage: energyflow sim [flags]          run the simulated robot demo until Ctrl-C
        energyflow sim record [flags]   record scripted demonstrations (HDF5)
        energyflow sim eval [flags]     closed-loop evaluation of a bundle
+       energyflow sim calibrate [flags]  closed-loop conformal thresholds for the energy stop
 
 The demo starts the Meta-World bridge (Modbus TCP arm + MJPEG camera on
 loopback), the runtime with the task's bundle on ONNX Runtime, safety and the
@@ -438,6 +441,9 @@ type evalResult struct {
 	MeanScore   *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
 
 	inferMs []float64 // every inference latency, for the cell's quantiles
+	// trace is the energy of every fresh score on a RUNNING tick, in order:
+	// what the gate's rule observes once armed (sim calibrate fits on it).
+	trace []float64
 }
 
 // evalFlags are the evaluation's flags.
@@ -447,6 +453,9 @@ type evalFlags struct {
 	fault              string // injected fault: "" or one of simFaults
 	faultStep          int
 	scores, summary    string
+	// observeOnly runs every episode with the energy stop off, so that the
+	// scores are recorded but never end an episode (sim calibrate).
+	observeOnly bool
 }
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
@@ -561,6 +570,9 @@ func episodeConfig(root string, e *evalFlags, b *bridge, idx int) (*runtime.Conf
 		return nil, err
 	}
 	cfg.Policy.Seed = uint64(e.seed + idx)
+	if e.observeOnly {
+		cfg.Safety.Energy.Disabled = true
+	}
 	cfg.Log.Level = "warn"
 	if e.verbose {
 		cfg.Log.Level = "debug"
@@ -613,16 +625,23 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	var energies []float64
+	var energies, trace []float64
 	var stop safety.Reason
-	armed := false // the gate was Running on some tick: auto-start succeeded
+	armed := false      // the gate was Running on some tick: auto-start succeeded
+	wasRunning := false // the previous tick's state, for the calibration trace
 	enc := json.NewEncoder(scores)
 	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
 		defer mu.Unlock()
-		if !math.IsNaN(sc[safety.ScoreEnergy]) {
-			energies = append(energies, sc[safety.ScoreEnergy])
+		if x := sc[safety.ScoreEnergy]; !math.IsNaN(x) {
+			energies = append(energies, x)
+			// The gate counts fresh scores from the tick after the one that
+			// armed it (that tick's score decided the reset, seen while stopped).
+			if d.State == safety.Running && wasRunning {
+				trace = append(trace, x)
+			}
 		}
+		wasRunning = d.State == safety.Running
 		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
 			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])})
 		armed = armed || d.State == safety.Running
@@ -682,6 +701,7 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		r.MeanScore = &m
 	}
 	r.inferMs = infer.values()
+	r.trace = trace
 	r.Inferences = len(r.inferMs)
 	r.InferP50 = quantile(r.inferMs, 0.5)
 	return r, nil

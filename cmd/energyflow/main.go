@@ -39,7 +39,7 @@ type cliEnv struct {
 func commands() map[string]command {
 	return map[string]command{
 		"run":     {"run the policy on the configured robot", cmdRun},
-		"sim":     {"run the simulated robot demo (or: sim record, sim eval)", cmdSim},
+		"sim":     {"run the simulated robot demo (or: sim record, sim eval, sim calibrate)", cmdSim},
 		"bench":   {"measure sampling latency of a bundle", cmdBench},
 		"bundle":  {"inspect engine bundles (bundle verify DIR)", cmdBundle},
 		"engine":  {"build TensorRT engines for a bundle (engine build)", cmdEngine},

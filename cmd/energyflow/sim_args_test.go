@@ -44,6 +44,12 @@ func TestSimBadArguments(t *testing.T) {
 			[]string{"--bundle bundles/nope: no such folder"}, []string{"pass --bundle"}},
 		{"bundle is a file", []string{"sim", "eval", "--bundle", filepath.Join(root, "go.mod")}, "", exitUsage, []string{"not a folder"}, nil},
 		{"folder without manifest", []string{"sim", "--bundle", empty}, "", exitUsage, []string{"no manifest.json — is it an engine bundle?"}, nil},
+		{"calibrate: too few episodes for alpha", []string{"sim", "calibrate", "--episodes", "10", "--alpha", "0.05"}, "", exitUsage,
+			[]string{"leaves 5 conformal episodes, which cannot certify --alpha 0.05: need at least 19 (pass --episodes 38, or a larger --alpha)"}, nil},
+		{"calibrate: alpha out of range", []string{"sim", "calibrate", "--alpha", "1.5"}, "", exitUsage, []string{"--alpha 1.5: must be in (0, 1)"}, nil},
+		{"calibrate: not level 0", []string{"sim", "calibrate", "--level", "L"}, "", exitUsage, []string{"--level L: calibration drives level-0"}, nil},
+		{"calibrate: a diffusion bundle", []string{"sim", "calibrate", "--bundle", filepath.Join(root, "bundles/metaworld-button-press-dp")}, "", exitUsage,
+			[]string{`is a "diffusion" policy: it has no energy to calibrate`}, nil},
 		{"shipped bundle not trained", []string{"sim", "eval", "--task", "hammer"}, empty, exitFailure,
 			[]string{"no bundle for task hammer", "or pass --bundle"}, nil},
 	}

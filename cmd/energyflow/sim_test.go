@@ -15,6 +15,7 @@ import (
 
 	"github.com/energyflow/edge/actuators"
 	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/engines"
 )
 
 // startTestBridge starts the Meta-World bridge (lockstep) for a test. It
@@ -339,6 +340,73 @@ func TestSimEvalNeverArmed(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "never armed (auto-start refused all episode): 1") {
 		t.Errorf("summary line does not say the arm never moved:\n%s", out.String())
+	}
+}
+
+// TestSimCalibrate drives a few short level-0 episodes through the runtime
+// against the real bridge, fits the closed-loop thresholds and writes them
+// into a copy of the shipped ButtonPress bundle: the manifest still parses,
+// keeps its other fields, and the safety gate takes the new thresholds.
+func TestSimCalibrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed-loop episodes")
+	}
+	root := moduleRoot(t)
+	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no .venv: make deps creates it")
+		}
+		t.Skip("no .venv (run make deps)")
+	}
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.CopyFS(bundle, os.DirFS(filepath.Join(root, "bundles", "metaworld-button-press"))); err != nil {
+		t.Fatal(err)
+	}
+	before, err := engines.LoadBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "calibration.json")
+	var out, errb bytes.Buffer
+	t.Setenv("ENERGYFLOW_ROOT", root)
+	code := realMain([]string{"sim", "calibrate", "--bundle", bundle, "--episodes", "4", "--alpha", "0.5",
+		"--max-steps", "40", "--rate", "10", "--json", report}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("sim calibrate exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"closed-loop calibration on 4 level-0 episodes of button-press (seeds 2000–2003", "2 fit the bands, 2 set q",
+		"alpha 0.5", "since arming", "wrote calibration.closed_loop"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	after, err := engines.LoadBundle(bundle)
+	if err != nil {
+		t.Fatalf("calibrated bundle does not load: %v", err)
+	}
+	cal := after.Manifest.Calibration
+	if cal == nil || cal.ClosedLoop == nil {
+		t.Fatalf("no calibration.closed_loop written:\n%s", out.String())
+	}
+	cl := cal.ClosedLoop
+	if cl.Alpha != 0.5 || cl.Task != "button-press" || cl.Episodes != 4 || cl.Seeds != [2]int{2000, 2003} || len(cl.Bands) == 0 || cl.Bands[0].From != 0 {
+		t.Errorf("closed_loop = %+v", cl)
+	}
+	if cal.Recommended != before.Manifest.Calibration.Recommended || after.Manifest.Name != before.Manifest.Name {
+		t.Errorf("the rest of the manifest changed: recommended %+v, was %+v", cal.Recommended, before.Manifest.Calibration.Recommended)
+	}
+	if _, err := os.Stat(report); err != nil {
+		t.Errorf("no --json report: %v", err)
+	}
+	// bundle verify shows what the stop will use.
+	out.Reset()
+	errb.Reset()
+	if code := realMain([]string{"bundle", "verify", bundle}, &out, &errb); code != exitOK {
+		t.Fatalf("bundle verify exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "closed-loop") || !strings.Contains(out.String(), "alpha 0.5") {
+		t.Errorf("bundle verify does not show the closed-loop calibration:\n%s", out.String())
 	}
 }
 

@@ -133,6 +133,11 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
     block = calibration_block(scores, n, seed, K, score, quantile)
     if png:
         save_histogram(scores, block, bundle / "calibration.png")
+    # the closed-loop thresholds (energyflow sim calibrate, docs/safety.md) were fitted on
+    # episodes, not on these windows: keep them
+    closed_loop = (man.get("calibration") or {}).get("closed_loop")
+    if closed_loop is not None:
+        block["closed_loop"] = closed_loop
     man["calibration"] = block
     write_manifest(bundle, man)
     return block

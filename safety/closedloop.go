@@ -1,0 +1,389 @@
+package safety
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// ClosedLoop is a closed-loop, conformal, time-varying energy threshold: the
+// bundle manifest's "calibration.closed_loop" block (docs/safety.md), fitted
+// by FitClosedLoop on level-0 episodes driven through the runtime.
+//
+// The threshold depends on how many fresh scores the gate has observed since
+// it was last armed: Bands[b] applies from its From up to the next band's.
+// Each band's Threshold is Mean + Q·Std. Q is the split-conformal quantile
+// that makes a fresh episode, exchangeable with the calibration episodes,
+// trip the Rule with probability at most Alpha.
+type ClosedLoop struct {
+	Score string         `json:"score"` // the calibrated score: "energy" (FitClosedLoop) or "centered_energy"
+	Alpha float64        `json:"alpha"` // tolerated trip probability of a fresh level-0 episode
+	Rule  ClosedLoopRule `json:"rule"`  // the decision rule Q was certified for
+	Q     float64        `json:"q"`     // the conformal quantile, in band standard deviations
+	Bands []Band         `json:"bands"` // sorted by From, the first From is 0
+
+	// Provenance, filled by the caller of FitClosedLoop.
+	Task     string  `json:"task"`
+	Level    string  `json:"level"`
+	RateHz   float64 `json:"rate_hz"`
+	StepsK   int     `json:"steps_k"`
+	MaxSteps int     `json:"max_steps"`
+
+	Episodes          int    `json:"episodes"`           // FitEpisodes + ConformalEpisodes
+	FitEpisodes       int    `json:"fit_episodes"`       // episodes the bands' mean and std come from
+	ConformalEpisodes int    `json:"conformal_episodes"` // episodes Q comes from
+	Seeds             [2]int `json:"seeds"`              // first and last episode seed
+}
+
+// ClosedLoopRule is the decision rule a ClosedLoop was certified for. Only
+// RuleNOfM is supported: the gate applies the bands only when it runs the
+// same rule with the same N and M.
+type ClosedLoopRule struct {
+	Kind string `json:"kind"` // RuleNOfM
+	N    int    `json:"n"`
+	M    int    `json:"m"`
+}
+
+// Band is one piece of a time-varying threshold: from From fresh scores
+// since arming (until the next band's From), the score trips above
+// Threshold = Mean + Q·Std, Mean and Std being the score's statistics over
+// the fit episodes' fresh scores in the band.
+type Band struct {
+	From      int     `json:"from"`
+	Mean      float64 `json:"mean"`
+	Std       float64 `json:"std"`
+	Threshold float64 `json:"threshold"`
+}
+
+// DefaultBandStarts returns FitClosedLoop's default band starts, in fresh
+// scores since arming: 0, 10, 30, 60 and 120. The score is least stationary
+// right after arming (the first action chunk starts from rest while the
+// policy's observation history fills up: one to two chunks of 8–16 ticks),
+// so the bands are short there and lengthen about geometrically: 0–9 (start
+// transient), 10–29 (approach), 30–59, 60–119 and 120 on. A band with too
+// few fit samples is merged into the one before it, so short episodes
+// simply get fewer bands.
+func DefaultBandStarts() []int { return []int{0, 10, 30, 60, 120} }
+
+// DefaultMinBandSamples is FitClosedLoop's default minimum number of fit
+// samples (fresh scores of the fit episodes) a band needs to stand alone.
+const DefaultMinBandSamples = 50
+
+// ClosedLoopOptions configure FitClosedLoop. Zero values take the defaults.
+type ClosedLoopOptions struct {
+	// Alpha is the tolerated trip probability of a fresh episode, in (0, 1).
+	Alpha float64
+	// N and M are the n-of-m rule the threshold is certified for
+	// (1 ≤ N ≤ M ≤ 64); zero: DefaultConfig's 3 of 5.
+	N, M int
+	// FitEpisodes is how many of the traces (the first ones) fit the bands'
+	// mean and std; the others are the conformal episodes that set Q.
+	// Zero: half of the traces, rounded down.
+	FitEpisodes int
+	// BandStarts are the candidate band starts in fresh scores since
+	// arming, strictly increasing from 0. Nil: DefaultBandStarts.
+	BandStarts []int
+	// MinBandSamples: a band with fewer fit samples is merged into the band
+	// before it (band 0 absorbs the bands after it until it has enough).
+	// Zero: DefaultMinBandSamples.
+	MinBandSamples int
+}
+
+// MinConformalEpisodes returns the fewest conformal episodes that can
+// certify alpha: ⌈1/alpha⌉ − 1 (with fewer, the conformal quantile is the
+// largest of more than the episodes there are). It returns math.MaxInt for
+// an alpha outside (0, 1).
+func MinConformalEpisodes(alpha float64) int {
+	if !(alpha > 0 && alpha < 1) {
+		return math.MaxInt
+	}
+	return ceilTol(1/alpha) - 1
+}
+
+// ceilTol is ⌈x⌉, forgiving a rounding error of 1e-9 above an integer (so
+// that 1/0.05 or 10·(1−0.1) land on the integer they stand for).
+func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
+
+// FitClosedLoop fits a closed-loop conformal threshold (split conformal
+// prediction) on the energy traces of level-0 episodes. traces[e][i] is
+// episode e's i-th fresh score since the gate was armed; NaN entries (no
+// fresh score at that tick) are skipped and do not advance i, so a per-tick
+// trace can be passed as it is. It is pure and deterministic.
+//
+// The first FitEpisodes traces fit each band's mean and std (pooled over
+// the band's fresh scores; population std, floored at 1e-6·|mean| + 1e-12 so
+// that a constant score still gives a usable band). Each remaining,
+// conformal, episode gets the score
+//
+//	s = max over i of the N-th largest z_j among the last M fresh scores j ≤ i
+//	    (fewer at the start of the episode; −Inf with fewer than N scores),
+//	z_j = (x_j − mean_b(j)) / std_b(j),
+//
+// so that the n-of-m rule with band thresholds mean_b + q·std_b (a score
+// trips when strictly above) trips on the episode exactly when s > q.
+// Q is the ⌈(n_c+1)(1−Alpha)⌉-th smallest of the n_c conformal scores: a
+// fresh episode exchangeable with the calibration episodes trips with
+// probability at most Alpha (marginally over the calibration draw).
+//
+// The result has Score "energy", Alpha, Rule, Q, Bands and the episode
+// counts filled; the caller fills the provenance (task, level, rate, K,
+// steps, seeds). Each error is one line saying what to change.
+func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
+	if !(o.Alpha > 0 && o.Alpha < 1) {
+		return nil, fmt.Errorf("safety: closed-loop alpha %v is not in (0, 1): it is the tolerated trip probability of a fresh level-0 episode, e.g. 0.1", o.Alpha)
+	}
+	n, m := o.N, o.M
+	if n == 0 && m == 0 {
+		d := DefaultConfig().Energy.Rule.NOfM
+		n, m = d.N, d.M
+	}
+	if m < 1 || m > maxWindow || n < 1 || n > m {
+		return nil, fmt.Errorf("safety: closed-loop rule %d of %d: need 1 ≤ n ≤ m ≤ %d", n, m, maxWindow)
+	}
+	starts := o.BandStarts
+	if starts == nil {
+		starts = DefaultBandStarts()
+	}
+	if len(starts) == 0 || starts[0] != 0 || !strictlyIncreasing(starts) {
+		return nil, fmt.Errorf("safety: closed-loop band starts %v: need strictly increasing starts from 0", starts)
+	}
+	minSamples := o.MinBandSamples
+	if minSamples == 0 {
+		minSamples = DefaultMinBandSamples
+	}
+	if minSamples < 1 {
+		return nil, fmt.Errorf("safety: closed-loop minimum band samples %d: need at least 1", minSamples)
+	}
+	total := len(traces)
+	if total < 2 {
+		return nil, fmt.Errorf("safety: %d closed-loop episodes: need at least 2 (fit and conformal)", total)
+	}
+	fit := o.FitEpisodes
+	if fit == 0 {
+		fit = total / 2
+	}
+	if fit < 1 || fit >= total {
+		return nil, fmt.Errorf("safety: %d fit episodes of %d: need 1 to %d, so that some are left for the conformal quantile", fit, total, total-1)
+	}
+	nc := total - fit
+	if need := MinConformalEpisodes(o.Alpha); nc < need {
+		all := fit + need
+		if o.FitEpisodes == 0 {
+			all = 2 * need // the default split: half fit, half conformal
+		}
+		return nil, fmt.Errorf("safety: %d conformal episodes cannot certify alpha %v: need at least %d (%d episodes in all, %d fit + %d conformal, or a larger alpha)",
+			nc, o.Alpha, need, all, all-need, need)
+	}
+
+	xs := make([][]float64, total)
+	for e, tr := range traces {
+		c := make([]float64, 0, len(tr))
+		for i, x := range tr {
+			switch {
+			case math.IsNaN(x):
+				continue
+			case math.IsInf(x, 0):
+				return nil, fmt.Errorf("safety: closed-loop trace %d, entry %d is %v: only finite scores (NaN: no fresh score) can be calibrated on", e, i, x)
+			}
+			c = append(c, x)
+		}
+		xs[e] = c
+	}
+
+	bands, err := fitBands(xs[:fit], starts, minSamples)
+	if err != nil {
+		return nil, err
+	}
+
+	scores := make([]float64, nc)
+	buf := make([]float64, m)
+	for e := range nc {
+		scores[e] = episodeScore(xs[fit+e], bands, n, m, buf)
+	}
+	slices.Sort(scores)
+	// k ≤ nc as nc ≥ MinConformalEpisodes; the clamp only absorbs rounding.
+	k := min(max(ceilTol(float64(nc+1)*(1-o.Alpha)), 1), nc)
+	q := scores[k-1]
+	if math.IsInf(q, 0) {
+		short := 0
+		for _, s := range scores {
+			if math.IsInf(s, -1) {
+				short++
+			}
+		}
+		return nil, fmt.Errorf("safety: %d of %d conformal episodes have fewer than %d fresh scores, so no rule window of theirs can trip: the quantile is undefined — drive longer episodes", short, nc, n)
+	}
+	for i := range bands {
+		bands[i].Threshold = bands[i].Mean + q*bands[i].Std
+	}
+	return &ClosedLoop{
+		Score: ScoreEnergy.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
+		Q: q, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
+	}, nil
+}
+
+// fitBands pools the fit episodes' fresh scores per band (merging a band
+// with fewer than minSamples into the one before it, and the bands after
+// band 0 into it while band 0 has too few) and returns each band's mean and
+// floored std (Threshold left 0).
+func fitBands(fit [][]float64, starts []int, minSamples int) ([]Band, error) {
+	count := make([]int, len(starts))
+	for _, xs := range fit {
+		for i := range xs {
+			count[bandOf(starts, i)]++
+		}
+	}
+	// Merge: keep[j] is the start index of the merged band j.
+	var keep []int
+	cur, curN := 0, count[0]
+	for b := 1; b < len(starts); b++ {
+		if curN < minSamples || count[b] < minSamples {
+			curN += count[b]
+			continue
+		}
+		keep = append(keep, cur)
+		cur, curN = b, count[b]
+	}
+	keep = append(keep, cur)
+	if len(keep) == 1 && curN < minSamples {
+		return nil, fmt.Errorf("safety: the %d fit episodes have %d fresh scores in all, fewer than the %d one band needs: drive more or longer episodes", len(fit), curN, minSamples)
+	}
+	bands := make([]Band, len(keep))
+	for j, b := range keep {
+		bands[j].From = starts[b]
+	}
+	sum := make([]float64, len(bands))
+	cnt := make([]int, len(bands))
+	for _, xs := range fit {
+		for i, x := range xs {
+			j := bandAt(bands, i)
+			sum[j] += x
+			cnt[j]++
+		}
+	}
+	for j := range bands {
+		bands[j].Mean = sum[j] / float64(cnt[j])
+	}
+	ss := make([]float64, len(bands))
+	for _, xs := range fit {
+		for i, x := range xs {
+			j := bandAt(bands, i)
+			d := x - bands[j].Mean
+			ss[j] += d * d
+		}
+	}
+	for j := range bands {
+		std := math.Sqrt(ss[j] / float64(cnt[j]))
+		bands[j].Std = math.Max(std, 1e-6*math.Abs(bands[j].Mean)+1e-12)
+	}
+	return bands, nil
+}
+
+// episodeScore is the conformal score of one episode's fresh scores xs: the
+// largest, over i, of the n-th largest normalized score among the last m up
+// to i (all of them while fewer than m; −Inf while fewer than n). With band
+// thresholds mean_b + q·std_b, nOfM trips on the episode iff it is > q:
+// nOfM trips at i iff at least n of the last m scores are strictly above
+// their thresholds, i.e. iff the n-th largest of their z is > q. buf has
+// room for m values.
+func episodeScore(xs []float64, bands []Band, n, m int, buf []float64) float64 {
+	best := math.Inf(-1)
+	z := make([]float64, len(xs))
+	for i, x := range xs {
+		b := &bands[bandAt(bands, i)]
+		z[i] = (x - b.Mean) / b.Std
+		lo := max(0, i-m+1)
+		if i-lo+1 < n {
+			continue
+		}
+		w := append(buf[:0], z[lo:i+1]...) // at most m values: no allocation
+		slices.Sort(w)
+		best = math.Max(best, w[len(w)-n])
+	}
+	return best
+}
+
+// bandOf is the index of the last start at or below i.
+func bandOf(starts []int, i int) int {
+	j := len(starts) - 1
+	for j > 0 && starts[j] > i {
+		j--
+	}
+	return j
+}
+
+// bandAt is the index of the band that applies at fresh score i: the last
+// one whose From is at or below i (band 0 below every From).
+func bandAt(bands []Band, i int) int {
+	j := len(bands) - 1
+	for j > 0 && bands[j].From > i {
+		j--
+	}
+	return j
+}
+
+func strictlyIncreasing(s []int) bool {
+	for i := 1; i < len(s); i++ {
+		if s[i] <= s[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate reports every problem of the closed-loop calibration, each with
+// its key under calibration.closed_loop.
+func (c *ClosedLoop) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("safety: calibration.closed_loop.%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if _, ok := ParseScore(c.Score); !ok {
+		bad("score", "%q is not a score — expected \"energy\" or \"centered_energy\"", c.Score)
+	}
+	if !(c.Alpha > 0 && c.Alpha < 1) {
+		bad("alpha", "got %v, expected a value in (0, 1)", c.Alpha)
+	}
+	if r := c.Rule; r.Kind != RuleNOfM {
+		bad("rule.kind", "got %q, expected %q", r.Kind, RuleNOfM)
+	} else if r.M < 1 || r.M > maxWindow || r.N < 1 || r.N > r.M {
+		bad("rule", "n %d of m %d, expected 1 ≤ n ≤ m ≤ %d", r.N, r.M, maxWindow)
+	}
+	if !isFinite(c.Q) {
+		bad("q", "got %v, expected a finite number", c.Q)
+	}
+	errs = append(errs, bandProblems("calibration.closed_loop.bands", c.Bands)...)
+	return errors.Join(errs...)
+}
+
+// bandProblems checks a band list: non-empty, From strictly increasing from
+// 0, finite values, Std > 0.
+func bandProblems(key string, bands []Band) []error {
+	var errs []error
+	bad := func(k, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("safety: %s: %s", k, fmt.Sprintf(format, args...)))
+	}
+	if len(bands) == 0 {
+		bad(key, "empty, expected at least one band starting at from 0")
+	}
+	for i, b := range bands {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case i == 0 && b.From != 0:
+			bad(k+".from", "got %d, expected 0 (the first band starts at arming)", b.From)
+		case i > 0 && b.From <= bands[i-1].From:
+			bad(k+".from", "got %d, expected more than the previous band's %d", b.From, bands[i-1].From)
+		}
+		if !isFinite(b.Mean) {
+			bad(k+".mean", "got %v, expected a finite number", b.Mean)
+		}
+		if !(b.Std > 0 && isFinite(b.Std)) {
+			bad(k+".std", "got %v, expected a finite number > 0", b.Std)
+		}
+		if !isFinite(b.Threshold) {
+			bad(k+".threshold", "got %v, expected a finite number", b.Threshold)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,598 @@
+package safety
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FitClosedLoop on traces small enough to compute by hand.
+func TestFitClosedLoopHandComputed(t *testing.T) {
+	cases := []struct {
+		name   string
+		traces [][]float64
+		o      ClosedLoopOptions
+		q      float64
+		bands  []Band
+		fit    int
+	}{
+		{
+			// One band: mean 2, std 1 (population). Conformal z: episode
+			// [2, 4] → 0, 2 (score 2); [3, NaN, 2.5] → 1, 0.5 (score 1).
+			// k = ⌈3·0.5⌉ = 2: q = 2, threshold 2 + 2·1.
+			name:   "1 of 1, one band",
+			traces: [][]float64{{1, 3}, {3, 1}, {2, 4}, {3, nan(), 2.5}},
+			o:      ClosedLoopOptions{Alpha: 0.5, N: 1, M: 1, BandStarts: []int{0}, MinBandSamples: 1},
+			q:      2, bands: []Band{{From: 0, Mean: 2, Std: 1, Threshold: 4}}, fit: 2,
+		},
+		{
+			// Band 0 (scores 0–1): 10, 12, 12, 10 → mean 11, std 1; band 1
+			// (2 on): 101, 105, 105, 101 → mean 103, std 2. Conformal z and
+			// the 2nd largest of the last 3 (from 2 scores on):
+			//   [11 13 103 107 99] → z 0 2 0 2 −2 → 0, 0, 2, 0: score 2
+			//   [12 NaN 12 104]    → z 1 1 0.5    → 1, 1:       score 1
+			//   [14]               → one score:                  −Inf
+			// k = ⌈4·0.75⌉ = 3: q = 2, thresholds 11 + 2·1 and 103 + 2·2.
+			name: "2 of 3, two bands, a short conformal episode",
+			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
+				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
+			o: ClosedLoopOptions{Alpha: 0.25, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			q: 2, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 13}, {From: 2, Mean: 103, Std: 2, Threshold: 107}}, fit: 2,
+		},
+		{
+			// As above with q from the 2nd of 3 conformal scores (alpha 0.5:
+			// k = ⌈4·0.5⌉ = 2): q = 1.
+			name: "2 of 3, q below the largest",
+			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
+				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
+			o: ClosedLoopOptions{Alpha: 0.5, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			q: 1, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 12}, {From: 2, Mean: 103, Std: 2, Threshold: 105}}, fit: 2,
+		},
+		{
+			// Band 0 has 4 fit samples, fewer than 5: it absorbs band 1, one
+			// band of 10, 12, 101, 105 twice: mean 57, population std
+			// s = √2118.5. Conformal x − 57 and the 2nd largest of the last 3:
+			//   [11 13 103 107 99] → −46 −44 46 50 42 → −46, −44, 46, 46
+			//   [12 NaN 12 104]    → −45 −45 47       → −45, −45
+			// k = 3: q = 46/s, threshold 57 + 46.
+			name: "thin band merged",
+			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
+				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
+			o: ClosedLoopOptions{Alpha: 0.25, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 5},
+			q: 46 / math.Sqrt(2118.5), bands: []Band{{From: 0, Mean: 57, Std: math.Sqrt(2118.5), Threshold: 103}}, fit: 2,
+		},
+		{
+			// Constant fit scores: the std floor 1e-6·|mean| + 1e-12.
+			// Default split: 2 of 4 episodes fit.
+			name:   "std floor",
+			traces: [][]float64{{5, 5}, {5, 5}, {5, 5}, {5, 5.00001}},
+			o:      ClosedLoopOptions{Alpha: 0.5, N: 1, M: 1, BandStarts: []int{0}, MinBandSamples: 1},
+			q:      (5.00001 - 5) / (5e-6 + 1e-12), bands: []Band{{From: 0, Mean: 5, Std: 5e-6 + 1e-12, Threshold: 5.00001}}, fit: 2,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := FitClosedLoop(tc.traces, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(cl.Q, tc.q) {
+				t.Fatalf("q = %v, want %v", cl.Q, tc.q)
+			}
+			if len(cl.Bands) != len(tc.bands) {
+				t.Fatalf("bands %+v, want %+v", cl.Bands, tc.bands)
+			}
+			for i, b := range cl.Bands {
+				w := tc.bands[i]
+				if b.From != w.From || !near(b.Mean, w.Mean) || !near(b.Std, w.Std) || !near(b.Threshold, w.Threshold) {
+					t.Fatalf("band %d = %+v, want %+v", i, b, w)
+				}
+			}
+			n, m := tc.o.N, tc.o.M
+			if cl.Score != "energy" || cl.Alpha != tc.o.Alpha || cl.Rule != (ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}) ||
+				cl.Episodes != len(tc.traces) || cl.FitEpisodes != tc.fit || cl.ConformalEpisodes != len(tc.traces)-tc.fit {
+				t.Fatalf("header %+v", cl)
+			}
+			if err := cl.Validate(); err != nil {
+				t.Fatalf("the fit does not validate: %v", err)
+			}
+		})
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// Zero options take the documented defaults.
+func TestFitClosedLoopDefaults(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	traces := make([][]float64, 40)
+	for e := range traces {
+		traces[e] = make([]float64, 200)
+		for i := range traces[e] {
+			traces[e][i] = 100 + 10*rng.NormFloat64()
+		}
+	}
+	cl, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from []int
+	for _, b := range cl.Bands {
+		from = append(from, b.From)
+	}
+	if !slices.Equal(from, DefaultBandStarts()) || cl.Rule != (ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}) || cl.FitEpisodes != 20 || cl.ConformalEpisodes != 20 {
+		t.Fatalf("defaults: bands from %v, rule %+v, fit %d, conformal %d", from, cl.Rule, cl.FitEpisodes, cl.ConformalEpisodes)
+	}
+	// 20 fit episodes of 12 scores: band 0 has 200 samples, band 10–29
+	// only 40 (< 50): merged, one band left.
+	short := make([][]float64, 40)
+	for e := range short {
+		short[e] = traces[e][:12]
+	}
+	if cl, err = FitClosedLoop(short, ClosedLoopOptions{Alpha: 0.1}); err != nil || len(cl.Bands) != 1 {
+		t.Fatalf("short episodes: %+v, %v", cl, err)
+	}
+	// Band 0 absorbs the bands after it while it is too thin.
+	if cl, err = FitClosedLoop(short, ClosedLoopOptions{Alpha: 0.1, BandStarts: []int{0, 1, 5}, MinBandSamples: 50}); err != nil || len(cl.Bands) != 2 || cl.Bands[1].From != 5 {
+		t.Fatalf("thin band 0: %+v, %v", cl.Bands, err)
+	}
+	if MinConformalEpisodes(0.1) != 9 || MinConformalEpisodes(0.05) != 19 || MinConformalEpisodes(0.3) != 3 || MinConformalEpisodes(0.5) != 1 || MinConformalEpisodes(0) != math.MaxInt {
+		t.Fatal("MinConformalEpisodes")
+	}
+}
+
+// Every refusal is one line that says what to change.
+func TestFitClosedLoopErrors(t *testing.T) {
+	ok := func(n, length int) [][]float64 {
+		tr := make([][]float64, n)
+		for e := range tr {
+			tr[e] = make([]float64, length)
+			for i := range tr[e] {
+				tr[e][i] = float64((e*7 + i*3) % 11)
+			}
+		}
+		return tr
+	}
+	withInf := ok(40, 60)
+	withInf[3][17] = math.Inf(1)
+	short := ok(40, 60)
+	for e := 20; e < 40; e++ {
+		short[e] = short[e][:2]
+	}
+	cases := []struct {
+		name   string
+		traces [][]float64
+		o      ClosedLoopOptions
+		want   string
+	}{
+		{"alpha 0", ok(40, 60), ClosedLoopOptions{}, "alpha 0 is not in (0, 1)"},
+		{"alpha 1", ok(40, 60), ClosedLoopOptions{Alpha: 1}, "alpha 1 is not in (0, 1)"},
+		{"alpha NaN", ok(40, 60), ClosedLoopOptions{Alpha: math.NaN()}, "alpha NaN is not in (0, 1)"},
+		{"too few conformal episodes", ok(18, 60), ClosedLoopOptions{Alpha: 0.05},
+			"safety: 9 conformal episodes cannot certify alpha 0.05: need at least 19 (38 episodes in all, 19 fit + 19 conformal, or a larger alpha)"},
+		{"too few with a fit count", ok(30, 60), ClosedLoopOptions{Alpha: 0.05, FitEpisodes: 25},
+			"safety: 5 conformal episodes cannot certify alpha 0.05: need at least 19 (44 episodes in all, 25 fit + 19 conformal, or a larger alpha)"},
+		{"infinite score", withInf, ClosedLoopOptions{Alpha: 0.1}, "trace 3, entry 17 is +Inf"},
+		{"rule", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, N: 6, M: 5}, "rule 6 of 5"},
+		{"band starts", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, BandStarts: []int{5, 10}}, "band starts [5 10]"},
+		{"band starts order", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, BandStarts: []int{0, 10, 10}}, "strictly increasing"},
+		{"one episode", ok(1, 60), ClosedLoopOptions{Alpha: 0.1}, "need at least 2"},
+		{"fit all", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, FitEpisodes: 40}, "40 fit episodes of 40"},
+		{"too few fit samples", ok(40, 2), ClosedLoopOptions{Alpha: 0.1}, "fewer than the 50 one band needs"},
+		{"conformal episodes too short", short, ClosedLoopOptions{Alpha: 0.1}, "20 of 20 conformal episodes have fewer than 3 fresh scores"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := FitClosedLoop(tc.traces, tc.o)
+			if err == nil {
+				t.Fatalf("accepted: %+v", cl)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "safety: ") {
+				t.Fatalf("error %q, want one line with %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// The conformal score is exactly the statistic the n-of-m rule trips on:
+// with band thresholds mean + q·std, Replay trips on an episode iff its
+// score exceeds q (for random traces, bands, rules and q).
+func TestClosedLoopScoreMatchesTheRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	trials := 0
+	for trial := 0; trial < 3000; trial++ {
+		m := 1 + rng.IntN(8)
+		n := 1 + rng.IntN(m)
+		bands := []Band{{From: 0, Mean: 10 * rng.NormFloat64(), Std: 0.5 + rng.Float64()}}
+		for nb := 1 + rng.IntN(4); len(bands) < nb; {
+			b := bands[len(bands)-1]
+			bands = append(bands, Band{From: b.From + 1 + rng.IntN(6), Mean: 10 * rng.NormFloat64(), Std: 0.5 + 2*rng.Float64()})
+		}
+		xs := make([]float64, rng.IntN(30))
+		for i := range xs {
+			b := bands[bandAt(bands, i)]
+			xs[i] = b.Mean + b.Std*(rng.NormFloat64()+0.5*rng.NormFloat64())
+		}
+		s := episodeScore(xs, bands, n, m, make([]float64, m))
+		q := 3 * rng.NormFloat64()
+		if math.Abs(s-q) < 1e-9 {
+			continue // a tie up to rounding: either answer is right
+		}
+		th := Threshold{Score: ScoreEnergy, Bands: slices.Clone(bands)}
+		for i := range th.Bands {
+			th.Bands[i].Threshold = th.Bands[i].Mean + q*th.Bands[i].Std
+		}
+		trips, err := Replay(RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}}, th, xs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trials++
+		if (len(trips) > 0) != (s > q) {
+			t.Fatalf("%d of %d, bands %+v, q %v, trace %v: score %v but trips %v", n, m, th.Bands, q, xs, s, trips)
+		}
+	}
+	if trials < 2900 {
+		t.Fatalf("only %d trials", trials)
+	}
+}
+
+// episodeGen draws exchangeable synthetic level-0 episodes: a start
+// transient that decays over the first ~10 scores, a slow drift, a
+// per-episode offset, AR(1) noise, and a random length.
+type episodeGen struct{ rng *rand.Rand }
+
+func (g episodeGen) episode() []float64 {
+	r := g.rng
+	xs := make([]float64, 80+r.IntN(160))
+	offset := 4 * r.NormFloat64()
+	z := r.NormFloat64()
+	for i := range xs {
+		z = 0.6*z + 0.8*r.NormFloat64()
+		xs[i] = 100 + offset + 60*math.Exp(-float64(i)/4) + 0.05*float64(i) + 8*z
+	}
+	return xs
+}
+
+// Coverage: closed-loop thresholds fitted on 20 + 20 episodes, then fresh
+// episodes driven through the real gate (and Replay, which must agree): the
+// fraction that trips is about alpha — at most alpha plus the sampling
+// margin, and not trivially below it (a threshold far too loose fails too).
+// The guarantee is marginal over the calibration draw, so it averages over
+// 20 independent calibrations of 100 fresh episodes each.
+func TestClosedLoopCoverage(t *testing.T) {
+	const (
+		alpha        = 0.1
+		calibrations = 20
+		fresh        = 100
+	)
+	gen := episodeGen{rand.New(rand.NewPCG(2026, 11))}
+	cfg := testConfig()
+	cfg.Energy.Scores = nil // the calibration's closed-loop score and bands
+	cfg.Energy.Rule = DefaultConfig().Energy.Rule
+	trips, total := 0, 0
+	for c := 0; c < calibrations; c++ {
+		traces := make([][]float64, 40)
+		for e := range traces {
+			traces[e] = gen.episode()
+		}
+		cl, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: alpha})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == 0 {
+			t.Logf("calibration 0: q %.3f, bands %+v", cl.Q, cl.Bands)
+		}
+		cal := &Calibration{ClosedLoop: cl, Recommended: Recommendation{Score: "energy", Threshold: 1e9}}
+		for e := 0; e < fresh; e++ {
+			xs := gen.episode()
+			r := newRigCal(t, cfg, cal)
+			r.armGate()
+			tripped := false
+			for i, x := range xs {
+				d := r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = x })
+				if d.State == Stopped {
+					if d.Reason.Kind != KindEnergy || d.Reason.Threshold != cl.Bands[bandAt(cl.Bands, i)].Threshold {
+						t.Fatalf("stopped at score %d: %+v", i, d.Reason)
+					}
+					tripped = true
+					break
+				}
+			}
+			th := r.g.Thresholds()[0]
+			if th.Source != "calibration.closed_loop" {
+				t.Fatalf("threshold source %q", th.Source)
+			}
+			replayed, err := Replay(cfg.Energy.Rule, th, xs)
+			if err != nil || (len(replayed) > 0) != tripped {
+				t.Fatalf("the gate tripped: %v, Replay: %v (%v)", tripped, replayed, err)
+			}
+			if tripped {
+				trips++
+			}
+			total++
+		}
+	}
+	// The expected trip rate is 1 − k/(n_c+1) = 2/21 ≈ 0.095; the spread of
+	// the mean comes from the calibrations (each one's rate is Beta(2, 19)
+	// distributed, variance ≈ 0.0039) and from the fresh episodes.
+	rate := float64(trips) / float64(total)
+	sd := math.Sqrt(0.0039/calibrations + alpha*(1-alpha)/float64(total))
+	t.Logf("%d of %d fresh episodes tripped (%.3f; alpha %.2f, sd %.4f)", trips, total, rate, alpha, sd)
+	if rate > alpha+3*sd {
+		t.Errorf("trip rate %.3f exceeds alpha %.2f by more than 3 sd (%.3f): the closed-loop threshold is too tight", rate, alpha, 3*sd)
+	}
+	if rate < alpha/4 {
+		t.Errorf("trip rate %.3f is below alpha/4: the closed-loop threshold is far looser than certified", rate)
+	}
+}
+
+// closedLoopCal is a two-band calibration for the gate tests: threshold 10
+// for the first 20 fresh scores since arming, 100 from then on, certified
+// for the default 3 of 5 (the recommendation, 7, must not be used).
+func closedLoopCal() *Calibration {
+	return &Calibration{
+		Recommended: Recommendation{Score: "energy", Threshold: 7},
+		ClosedLoop: &ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2,
+			Bands: []Band{{From: 0, Mean: 6, Std: 2, Threshold: 10}, {From: 20, Mean: 90, Std: 5, Threshold: 100}}},
+	}
+}
+
+func closedLoopConfig() Config {
+	cfg := testConfig()
+	cfg.Energy.Scores = nil
+	cfg.Energy.Rule = DefaultConfig().Energy.Rule // 3 of 5
+	return cfg
+}
+
+// The gate switches bands with the number of fresh scores since arming: a
+// score between band 0's threshold and band 1's trips early in an episode
+// and not later, and each n-of-m bit keeps the band of its own score.
+func TestClosedLoopBandSwitching(t *testing.T) {
+	low := func(k int) []float64 { return repeat(1, k) }
+	cat := func(s ...[]float64) []float64 { return slices.Concat(s...) }
+	cases := []struct {
+		name   string
+		scores []float64 // fresh scores after arming (NaN: none that tick)
+		trip   int       // index into scores of the tripping tick; −1: none
+		thr    float64   // Reason.Threshold at the trip
+	}{
+		{"above band 0 trips at the 3rd fresh score", repeat(50, 3), 2, 10},
+		{"the same score from fresh score 20 on does not trip", cat(low(20), repeat(50, 10)), -1, 0},
+		{"from fresh score 25 on neither", cat(low(25), repeat(50, 10)), -1, 0},
+		{"band 1 trips above its own threshold", cat(low(20), repeat(150, 3)), 22, 100},
+		{"bits keep their band across the switch", cat(low(18), []float64{50, 50, 50, 50}), -1, 0},
+		{"mixed across the switch", cat(low(18), []float64{50, 50, 150}), 20, 100},
+		{"NaN ticks are not fresh scores", cat(slices.Repeat([]float64{1, nan()}, 17), repeat(50, 3)), 36, 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+			r.armGate()
+			trip := -1
+			var d Decision
+			fresh := 0
+			for i, x := range tc.scores {
+				d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = x })
+				if want := closedLoopCal().ClosedLoop.Bands[bandAt(closedLoopCal().ClosedLoop.Bands, fresh)].Threshold; d.State == Running && r.g.ThresholdNow() != want {
+					t.Fatalf("tick %d (fresh score %d): ThresholdNow %v, want %v", i, fresh, r.g.ThresholdNow(), want)
+				}
+				if !math.IsNaN(x) {
+					fresh++
+				}
+				if d.State == Stopped {
+					trip = i
+					break
+				}
+			}
+			if trip != tc.trip {
+				t.Fatalf("tripped at %d, want %d (%s)", trip, tc.trip, d.Reason.Message)
+			}
+			if trip < 0 {
+				return
+			}
+			if d.Reason.Kind != KindEnergy || d.Reason.Threshold != tc.thr || !strings.Contains(d.Reason.Message, "closed-loop band") {
+				t.Fatalf("reason %+v", d.Reason)
+			}
+			if evs := r.drain(); len(evs) == 0 || evs[0].Type != EventTrip || evs[0].Reason.Threshold != tc.thr {
+				t.Fatalf("events %+v", evs)
+			}
+		})
+	}
+}
+
+// While stopped — before arming, after a trip or a stop — the gate uses the
+// start band, for its rule and for the reset check; an accepted reset
+// starts counting fresh scores again.
+func TestClosedLoopStoppedUsesStartBand(t *testing.T) {
+	r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+	if th := r.g.Thresholds(); len(th) != 1 || th[0].Source != "calibration.closed_loop" || th[0].Value != 10 || len(th[0].Bands) != 2 {
+		t.Fatalf("thresholds %+v", th)
+	}
+	if got := r.g.ThresholdNow(); got != 10 {
+		t.Fatalf("before the first tick: ThresholdNow %v, want 10", got)
+	}
+	r.armGate()
+	for range 25 {
+		r.tick(nil)
+	}
+	if got := r.g.ThresholdNow(); got != 100 {
+		t.Fatalf("after 25 fresh scores: ThresholdNow %v, want 100", got)
+	}
+	if err := r.g.Stop(context.Background(), "tester", "test"); err != nil {
+		t.Fatal(err)
+	}
+	r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = 50 })
+	if got := r.g.ThresholdNow(); got != 10 {
+		t.Fatalf("stopped: ThresholdNow %v, want 10", got)
+	}
+	// 50 is below band 1's threshold but above the start band's: refused.
+	err := r.resetAt(func(in *Inputs) { in.Scores[ScoreEnergy] = 50 })
+	if !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), "still above the threshold") || !strings.Contains(err.Error(), "threshold 10") {
+		t.Fatalf("reset at 50: %v", err)
+	}
+	var refused Event
+	for _, e := range r.drain() {
+		if e.Type == EventResetRefused {
+			refused = e
+		}
+	}
+	if refused.Reason.Threshold != 10 {
+		t.Fatalf("refusal reason %+v", refused.Reason)
+	}
+	// Two more scores of 50 seen while stopped fill the window against the
+	// start band: the rule is in alarm and the reset is refused even on a
+	// low score, until the window clears.
+	r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = 50 })
+	if err := r.resetAt(nil); !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), "threshold 10 (closed-loop start band") {
+		t.Fatalf("reset with the window in alarm: %v", err)
+	}
+	for range 5 {
+		r.tick(nil)
+	}
+	if err := r.resetAt(nil); err != nil {
+		t.Fatal(err)
+	}
+	// Counting restarted at the accepted reset: band 0 again.
+	var d Decision
+	for i := 0; i < 3; i++ {
+		d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = 50 })
+	}
+	if d.State != Stopped || d.Reason.Threshold != 10 {
+		t.Fatalf("after the reset: %+v", d.Reason)
+	}
+}
+
+func TestThresholdAt(t *testing.T) {
+	bands := []Band{{From: 0, Threshold: 1}, {From: 10, Threshold: 2}, {From: 30, Threshold: 3}}
+	cases := []struct {
+		th   Threshold
+		n    int
+		want float64
+	}{
+		{Threshold{Value: 5}, 0, 5},
+		{Threshold{Value: 5}, 1000, 5},
+		{Threshold{Value: 1, Bands: bands}, 0, 1},
+		{Threshold{Value: 1, Bands: bands}, 9, 1},
+		{Threshold{Value: 1, Bands: bands}, 10, 2},
+		{Threshold{Value: 1, Bands: bands}, 29, 2},
+		{Threshold{Value: 1, Bands: bands}, 30, 3},
+		{Threshold{Value: 1, Bands: bands}, 1 << 40, 3},
+	}
+	for _, tc := range cases {
+		if got := tc.th.At(tc.n); got != tc.want {
+			t.Errorf("At(%d) with %d bands = %v, want %v", tc.n, len(tc.th.Bands), got, tc.want)
+		}
+	}
+}
+
+// Replay with bands counts fresh scores from the start and from each trip.
+func TestReplayBands(t *testing.T) {
+	th := Threshold{Score: ScoreEnergy, Value: math.NaN(), // not used with bands
+		Bands: []Band{{From: 0, Mean: 1, Std: 1, Threshold: 10}, {From: 3, Mean: 1, Std: 1, Threshold: 100}}}
+	rc := RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: 2, M: 3}}
+	cases := []struct {
+		name  string
+		trace []float64
+		want  []int
+	}{
+		{"band 0 trips", []float64{50, 50}, []int{1}},
+		{"band 1 does not", []float64{1, 1, 1, 50, 50, 50}, nil},
+		{"NaN does not advance", []float64{1, nan(), nan(), 1, 50, 50}, nil},
+		{"NaN does not advance, band 0", []float64{nan(), 1, nan(), 50, 50}, []int{4}},
+		{"restart after a trip", []float64{50, 50, 1, 50, 50, 1, 1, 1, 50, 50}, []int{1, 4}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Replay(rc, th, tc.trace)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("trips %v (%v), want %v", got, err, tc.want)
+			}
+		})
+	}
+	bad := th
+	bad.Bands = []Band{{From: 1, Std: 1, Threshold: 10}}
+	if _, err := Replay(rc, bad, nil); err == nil || !strings.Contains(err.Error(), "threshold.bands[0].from") {
+		t.Fatalf("bad bands: %v", err)
+	}
+}
+
+// Thresholds hands out copies: changing them does not change the gate.
+func TestThresholdsCopyBands(t *testing.T) {
+	r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+	th := r.g.Thresholds()
+	th[0].Bands[0].Threshold = -1
+	if got := r.g.Thresholds()[0].Bands[0].Threshold; got != 10 {
+		t.Fatalf("the gate's band changed to %v", got)
+	}
+}
+
+func TestClosedLoopTickAllocatesNothing(t *testing.T) {
+	r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+	r.arm.record = false
+	r.armGate()
+	in := r.next()
+	k := 0
+	sum := 0.0
+	allocs := testing.AllocsPerRun(1000, func() {
+		k++
+		in.Tick++
+		in.Now = in.Now.Add(period)
+		in.Deadline = in.Now
+		in.Camera = in.Now
+		r.st.Time = in.Now
+		in.Scores[ScoreEnergy] = float64(k % 7)
+		if _, err := r.g.Tick(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		sum += r.g.ThresholdNow()
+	})
+	if r.g.Status().State != Running || r.g.ThresholdNow() != 100 {
+		t.Fatalf("state %v, threshold %v", r.g.Status().State, r.g.ThresholdNow())
+	}
+	if allocs != 0 {
+		t.Fatalf("running tick with closed-loop bands allocates %v times", allocs)
+	}
+	_ = sum
+}
+
+// The manifest's closed_loop block decodes into ClosedLoop as written.
+func TestClosedLoopJSON(t *testing.T) {
+	const js = `{"score": "energy", "alpha": 0.1, "rule": {"kind": "n_of_m", "n": 3, "m": 5}, "q": 2.31,
+	 "bands": [{"from": 0, "mean": 123.4, "std": 10.2, "threshold": 147.0}, {"from": 20, "mean": 110, "std": 8, "threshold": 128.5}],
+	 "task": "button-press", "level": "0", "rate_hz": 20, "steps_k": 20, "max_steps": 500,
+	 "episodes": 40, "fit_episodes": 20, "conformal_episodes": 20, "seeds": [1000, 1039]}`
+	var cl ClosedLoop
+	if err := jsonUnmarshalStrict([]byte(js), &cl); err != nil {
+		t.Fatal(err)
+	}
+	want := ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2.31,
+		Bands: []Band{{From: 0, Mean: 123.4, Std: 10.2, Threshold: 147}, {From: 20, Mean: 110, Std: 8, Threshold: 128.5}},
+		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20, Seeds: [2]int{1000, 1039}}
+	if !reflect.DeepEqual(cl, want) {
+		t.Fatalf("decoded %+v", cl)
+	}
+	if err := cl.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Bands[1].From, cl.Bands[0].Std, cl.Alpha, cl.Rule.Kind = 0, 0, 2, "cusum"
+	err := cl.Validate()
+	for _, k := range []string{"closed_loop.bands[1].from", "closed_loop.bands[0].std", "closed_loop.alpha", "closed_loop.rule.kind"} {
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("Validate does not name %s: %v", k, err)
+		}
+	}
+}
+
+func jsonUnmarshalStrict(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
