@@ -170,6 +170,14 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 	if b, err = engines.LoadBundle(dir); err != nil || b.Manifest.Calibration.ClosedLoop != nil || b.Manifest.Calibration.Recommended.Threshold != 160 {
 		t.Fatalf("calibration without closed_loop: %v", err)
 	}
+	// A bundle calibrated only in closed loop (sim calibrate on a bundle
+	// without held-out windows) has no recommendation, and needs none.
+	dir = writeQuadBundle(t, nil, func(m map[string]any) {
+		m["calibration"] = map[string]any{"closed_loop": closedLoopCalibration(nil)["closed_loop"]}
+	})
+	if b, err = engines.LoadBundle(dir); err != nil || b.Manifest.Calibration.ClosedLoop == nil {
+		t.Fatalf("closed-loop-only calibration: %v", err)
+	}
 }
 
 func TestLoadBundleCollectsEveryProblem(t *testing.T) {

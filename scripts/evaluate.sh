@@ -7,7 +7,7 @@
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
 #                       [--fault-step N] [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
-#                       [--rollouts "10 20 50"] [--no-bench]
+#                       [--rollouts "10 20 50"] [--no-bench] [--bundles DIR]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
 #   scripts/evaluate.sh --preset cpu50 [--publish]
 #
@@ -54,6 +54,8 @@
 # docs/img/eval50/). --no-bench skips the latency benches and keeps the
 # latency files already in --out: pass it to evaluate.sh processes that run
 # beside each other, whose benches would be taken on a loaded machine.
+# --bundles DIR takes the EnergyFlow bundles from DIR/metaworld-<task> instead of
+# bundles/ (candidates before they are shipped; keep them in their own --out).
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
 # a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched).
@@ -64,6 +66,7 @@ episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; level
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
 maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
+efdir=bundles # where the EnergyFlow bundles are (--bundles)
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -112,6 +115,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --publish) publish=1; shift ;;
     --no-bench) bench=0; shift ;;
+    --bundles) efdir=$2; shift 2 ;;
     *) echo "evaluate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -173,7 +177,7 @@ lerobot() {
 for task in $tasks; do
   for policy in $policies; do
     case "$policy" in
-      energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
+      energyflow) bundle=$efdir/metaworld-$task; pks=$ks ;;
       diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
       image) bundle=bundles/metaworld-$task-image; pks=$ks
              [ -f "$bundle/manifest.json" ] || { echo "skip   image $task: no bundle $bundle (POLICY=image scripts/train-defaults.sh $task)" >&2; continue; } ;;
@@ -195,7 +199,7 @@ for task in $tasks; do
           echo "skip   energyflow_${task}_0_K${k}_object${fault_tag}: hammer's second object slot holds the nail (docs/sim.md)" >&2
           continue
         fi
-        run "energyflow_${task}_0_K${k}_${fault}${fault_tag}" --task "$task" --bundle "bundles/metaworld-$task" --level 0 \
+        run "energyflow_${task}_0_K${k}_${fault}${fault_tag}" --task "$task" --bundle "$efdir/metaworld-$task" --level 0 \
           --steps "$k" --fault "$fault" --fault-step "$fault_step"
       done ;;
     esac
@@ -226,8 +230,8 @@ rollout() {
 if [ -n "$rollouts" ]; then
   for task in $tasks; do
     case " $policies " in *" energyflow "*)
-      [ ! -f "bundles/metaworld-$task/manifest.json" ] || for k in $rollouts; do
-        rollout "$out/rollout_energyflow_${task}_0_K$k.json" "bundles/metaworld-$task" "$task" --steps "$k"
+      [ ! -f "$efdir/metaworld-$task/manifest.json" ] || for k in $rollouts; do
+        rollout "$out/rollout_energyflow_${task}_0_K$k.json" "$efdir/metaworld-$task" "$task" --steps "$k"
       done ;;
     esac
     case " $policies " in *" diffusion "*)
@@ -241,9 +245,9 @@ fi
 # on the first task's EnergyFlow bundle: fits the bands, leaves the bundle.
 if [ "$calibrate" = 1 ]; then
   task=${tasks%% *}; f=$out/calibrate_energyflow_${task}.json
-  if [ -f "bundles/metaworld-$task/manifest.json" ]; then
+  if [ -f "$efdir/metaworld-$task/manifest.json" ]; then
     echo "run    calibrate_energyflow_${task} (dry run)"
-    ./bin/energyflow sim calibrate --dry-run --bundle "bundles/metaworld-$task" --task "$task" --episodes 4 --alpha 0.5 \
+    ./bin/energyflow sim calibrate --dry-run --bundle "$efdir/metaworld-$task" --task "$task" --episodes 4 --alpha 0.5 \
       --max-steps "$maxsteps" --rate "$rate" --json "$f" > "${f%.json}.txt" 2> "${f%.json}.log" || {
         echo "evaluate.sh: sim calibrate failed, see ${f%.json}.log" >&2; tail -n 5 "${f%.json}.log" >&2; exit 1; }
     cat "${f%.json}.txt"
@@ -256,7 +260,7 @@ bench_n=100; [ "$episodes" -le 2 ] && bench_n=5
 task=${tasks%% *}
 for policy in $policies; do
   case "$policy" in
-    energyflow) bundle=bundles/metaworld-$task; pks=$ks ;;
+    energyflow) bundle=$efdir/metaworld-$task; pks=$ks ;;
     diffusion) bundle=bundles/metaworld-$task-dp; pks=20 ;;
     image) bundle=bundles/metaworld-$task-image; pks=$ks ;;
     *) continue ;;

@@ -90,6 +90,9 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.steps == 0 {
 		c.steps = b.Manifest.Sampler.Steps
 	}
+	if !c.dryRun {
+		return checkCalibratable(c.bundleDir)
+	}
 	return nil
 }
 
@@ -220,18 +223,43 @@ func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float
 // and leaves every other byte of meaning alone: keys keep their order, numbers
 // their text (the manifest's file hashes do not cover manifest.json itself).
 func writeClosedLoop(bundle string, cl *safety.ClosedLoop) error {
+	path, data, err := calibratedManifest(bundle, cl)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// checkCalibratable builds, without writing it, the bundle's manifest with a
+// placeholder closed-loop calibration: a manifest that could not take one
+// fails before any episode is driven.
+func checkCalibratable(bundle string) error {
+	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1,
+		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
+		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}})
+	return err
+}
+
+// calibratedManifest returns the path of the bundle's manifest.json and its
+// bytes with calibration.closed_loop set to cl, checked by the parser the
+// runtime uses.
+func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, error) {
 	path := filepath.Join(bundle, "manifest.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	top, err := orderedObject(raw)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return "", nil, fmt.Errorf("%s: %w", path, err)
 	}
 	clRaw, err := json.Marshal(cl)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	calRaw := top.get("calibration")
 	if calRaw == nil || bytes.Equal(bytes.TrimSpace(calRaw), []byte("null")) {
@@ -239,23 +267,19 @@ func writeClosedLoop(bundle string, cl *safety.ClosedLoop) error {
 	}
 	cal, err := orderedObject(calRaw)
 	if err != nil {
-		return fmt.Errorf("%s: calibration: %w", path, err)
+		return "", nil, fmt.Errorf("%s: calibration: %w", path, err)
 	}
 	cal.set("closed_loop", clRaw)
 	top.set("calibration", cal.encode())
 	var out bytes.Buffer
 	if err := json.Indent(&out, top.encode(), "", " "); err != nil {
-		return err
+		return "", nil, err
 	}
 	out.WriteByte('\n')
 	if _, err := engines.ParseManifest(path, out.Bytes()); err != nil {
-		return fmt.Errorf("the calibrated manifest does not parse, nothing written: %w", err)
+		return "", nil, fmt.Errorf("the calibrated manifest would not parse, nothing written: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return path, out.Bytes(), nil
 }
 
 // jsonObject is a JSON object with its keys in file order.
