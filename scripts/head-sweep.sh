@@ -7,6 +7,7 @@
 #
 #   scripts/head-sweep.sh [TASK ...]            (default: button-press drawer-open)
 #   HEADS="denoiser pooled diffusion" BUDGETS="2000 5000" scripts/head-sweep.sh TASK
+#   TABLE_ONLY=1 scripts/head-sweep.sh          (the table of the runs already measured)
 #
 # Recipe: 200 demonstrations (build/demos/<task>.hdf5, recorded first if
 # missing), U-Net 32/64/128, state MLP 128, batch 64, lr 5e-4, 500 warm-up
@@ -28,6 +29,7 @@ out=build/head-sweep
 mkdir -p "$out" build/demos
 export OMP_NUM_THREADS=1
 for task in "${tasks[@]}"; do
+  [ "${TABLE_ONLY:-0}" = 1 ] && break
   demos=build/demos/$task.hdf5
   [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --out "$demos" --no-progress
   for head in $heads; do
@@ -65,11 +67,11 @@ for run in sorted(Path(sys.argv[1]).iterdir()):
     eps = ro.get("results") or ro.get("episodes") or []
     wins = [e for e in eps if e.get("success")]
     steps = [e.get("success_step", e.get("steps")) for e in wins]
-    d = {round(x["sigma"], 3): x["slope"][0] for x in probe["denoised"]}
+    d = {round(x["sigma"], 3): x["slope_norm"] for x in probe["denoised"]}
     task, head, budget = run.name.rsplit("-", 2)
     rows.append((task, head, int(budget), probe["slope"][0], d, len(wins), len(eps),
                  statistics.median(steps) if steps else None))
-print("| task | head | steps | action x per metre of object x | D x-slope at σ = 7 / 2 / 0.5 / 0.1 | direct rollouts | steps to success (median) |")
+print("| task | head | steps | action x per metre of object x | D slope (norm) at σ = 7 / 2 / 0.5 / 0.1 | direct rollouts | steps to success (median) |")
 print("|---|---|---|---|---|---|---|")
 for task, head, budget, slope, d, k, n, med in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
     ds = " / ".join(f"{d.get(s, float('nan')):.2f}" for s in (7.0, 2.0, 0.5, 0.1))
