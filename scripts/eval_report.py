@@ -316,9 +316,9 @@ def threshold_sweep(cells: List[Cell], rate: float) -> Tuple[str, dict]:
         ef = [c for c in cells if c.policy == pol and c.task == task and c.k == 20]
         neg = [e for c in ef if c.level == "0" and not c.fault for e in c.episodes]
         cal = calibration_of(task, cells, pol)
-        if not neg or not cal:
+        qs = ((cal.get("scores") or {}).get("energy") or {}).get("quantiles")
+        if not neg or not qs:  # no held-out quantiles (a closed-loop-only calibration): nothing to sweep
             continue
-        qs = cal["scores"]["energy"]["quantiles"]
         hours = sum(len(e.running()) for e in neg) / rate / 3600.0
         for q in ("90", "99", "99.9"):
             thr = float(qs[q])

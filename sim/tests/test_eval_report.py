@@ -217,3 +217,17 @@ def test_rollouts_are_paired_with_the_runtime_cell_seed_by_seed(tmp_path):
     # seed 1000 solved both ways (80 vs 70 steps); 1001 only through the runtime, 1002 only directly
     assert cols(20) == ["2/3", "21–94%", "2/3", "+0", "65 / 88", "+10 (n = 1)"]
     assert cols(10) == ["1/1", "21–100%", "–", "–", "70 / –", "–"]
+
+
+def test_threshold_sweep_skips_a_closed_loop_only_calibration(tmp_path):
+    """A bundle calibrated only in closed loop (energyflow sim calibrate) has no held-out
+    quantiles to sweep: the sweep leaves it out instead of failing the report."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text(json.dumps({"calibration": {"closed_loop": {"score": "energy"}}}))
+    ticks = [{"episode": 0, "tick": t, "state": "RUNNING", "energy": 1.0, "centered_energy": 0.0} for t in range(20)]
+    (tmp_path / "energyflow_button-press_0_K20.json").write_text(json.dumps(
+        {"episodes": 1, "bundle": str(bundle), "results": [{"success": True, "steps": 20}], "trips": {}}))
+    (tmp_path / "energyflow_button-press_0_K20.jsonl").write_text("".join(json.dumps(t) + "\n" for t in ticks))
+    table, head = er.threshold_sweep(er.load(tmp_path), rate=20.0)
+    assert head == {} and "button-press" not in table
