@@ -12,9 +12,10 @@
 #
 # The shipped EnergyFlow bundles are still the pooled head (ENERGY_HEAD's
 # default here), although `energyflow train` now defaults to the denoiser
-# head: its energy (~5e4 at gamma) needs the closed-loop calibration of the
-# out-of-distribution issue before it drives the shipped stop
-# (docs/evaluation.md, "The energy head").
+# head. A denoiser bundle is also calibrated in closed loop (`energyflow sim
+# calibrate`, 40 level-0 episodes), which its stop then uses: its energy
+# (~1e5 at gamma) rises at the start of an episode where held-out windows
+# cannot see it (docs/evaluation.md, "The energy head").
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image)
 #
@@ -86,6 +87,14 @@ for task in "${tasks[@]}"; do
   if [ "$policy" != diffusion ]; then
     (cd training && ../$py -m energyflow calibrate --bundle "../bundles/$name" --data "../$demos" \
         --n-windows 512 --seed 0 --split-seed 0)
+  fi
+  if [ "$policy" = energyflow ] && [ "${ENERGY_HEAD:-pooled}" = denoiser ]; then
+    # the denoiser energy (~1e5 at gamma, a start transient) is calibrated on what the
+    # robot sees: 40 level-0 episodes through the runtime, seeds 2000-2039, at the
+    # evaluation's 20 Hz (docs/safety.md, "Closed-loop calibration")
+    make --no-print-directory build >/dev/null
+    ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --episodes 40 --alpha 0.1 --rate 20 \
+      --json "$run/calibrate.json"
   fi
   ./bin/energyflow bundle verify "bundles/$name" 2>/dev/null || go run ./cmd/energyflow bundle verify "bundles/$name"
 done

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""What the energy stop did, cell by cell, from `energyflow sim eval` cells.
+
+    .venv/bin/python scripts/stop_outcomes.py --negatives build/eval-den/energyflow_drawer-open_0_K20 \\
+        build/eval-den20/energyflow_drawer-open_L_K20 build/eval-den20/energyflow_drawer-open_0_K20_push ...
+
+For each cell (the path without .json/.jsonl): success, energy stops, episodes
+never armed (auto-start refused on every tick: the stop kept the arm from
+moving), the stop's delay after the fault step, and the AUROC of the
+per-episode mean energy over the first WINDOW ticks with a score (any gate
+state, so episodes that never armed count too) against the --negatives cell
+(level 0). eval_report.py's tables use RUNNING ticks only and a fixed
+threshold; with closed-loop bands and auto-start refusals this is the view
+that counts every episode.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional
+
+WINDOW = 60  # ticks: 3 s at 20 Hz
+
+
+def window_means(jsonl: Path, start: Dict[int, int], window: int = WINDOW) -> List[float]:
+    """Per episode: mean energy of the first ``window`` scored ticks at or after start[episode]."""
+    vals: Dict[int, List[float]] = defaultdict(list)
+    for line in jsonl.read_text().splitlines():
+        t = json.loads(line)
+        ep, e = int(t["episode"]), t.get("energy")
+        if e is None or int(t["tick"]) < start.get(ep, 0) or len(vals[ep]) >= window:
+            continue
+        vals[ep].append(float(e))
+    return [sum(v) / len(v) for v in vals.values() if v]
+
+
+def auroc(neg: List[float], pos: List[float]) -> Optional[float]:
+    if not neg or not pos:
+        return None
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cells", nargs="+", help="cell paths without .json (energyflow sim eval --json/--scores)")
+    ap.add_argument("--negatives", required=True, help="the level-0 cell the AUROC compares with")
+    a = ap.parse_args()
+    neg_base = Path(a.negatives)
+    neg_summary = json.loads(neg_base.with_suffix(".json").read_text())
+    print("| cell | episodes | success | energy stops | never armed | stopped or kept from starting | "
+          f"stop delay after the fault (ticks) | AUROC vs level 0 (mean energy, first {WINDOW} scored ticks) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for base in [neg_base] + [Path(c) for c in a.cells]:
+        s = json.loads(base.with_suffix(".json").read_text())
+        rs = s["results"]
+        stops = [r for r in rs if r.get("stop_kind") == "energy"]
+        never = [r for r in rs if r.get("end") == "never_armed"]
+        fault = bool(rs and rs[0].get("fault"))
+        delays = sorted(r["stop_tick"] - r.get("fault_step", 0) for r in stops) if fault else []
+        # faults: the window starts at the fault step, on both sides
+        fstep = rs[0].get("fault_step", 0) if fault else 0
+        neg = window_means(neg_base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in neg_summary["results"]})
+        pos = window_means(base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in rs})
+        au = None if base == neg_base else auroc(neg, pos)
+        print(f"| {base.name} | {len(rs)} | {sum(r['success'] for r in rs)} | {len(stops)} | {len(never)} | "
+              f"{len(stops) + len(never)}/{len(rs)} | {', '.join(map(str, delays)) or '–'} | "
+              f"{'–' if au is None else f'{au:.3f}'} |")
+
+
+if __name__ == "__main__":
+    main()
