@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/engines/manifestedit"
 	"github.com/energyflow/edge/runtime"
 	"github.com/energyflow/edge/safety"
 )
@@ -253,87 +254,29 @@ func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, e
 	if err != nil {
 		return "", nil, err
 	}
-	top, err := orderedObject(raw)
+	top, err := manifestedit.Parse(raw)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", path, err)
 	}
-	clRaw, err := json.Marshal(cl)
+	cal := &manifestedit.Object{}
+	if calRaw := top.Raw("calibration"); calRaw != nil && !bytes.Equal(bytes.TrimSpace(calRaw), []byte("null")) {
+		if cal, err = manifestedit.Parse(calRaw); err != nil {
+			return "", nil, fmt.Errorf("%s: calibration: %w", path, err)
+		}
+	}
+	if err := cal.Set("closed_loop", cl); err != nil {
+		return "", nil, err
+	}
+	if err := top.Set("calibration", cal); err != nil {
+		return "", nil, err
+	}
+	// one space per level: the training toolkit's json.dump(indent=1)
+	out, err := top.Marshal(" ")
 	if err != nil {
 		return "", nil, err
 	}
-	calRaw := top.get("calibration")
-	if calRaw == nil || bytes.Equal(bytes.TrimSpace(calRaw), []byte("null")) {
-		calRaw = []byte("{}")
-	}
-	cal, err := orderedObject(calRaw)
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: calibration: %w", path, err)
-	}
-	cal.set("closed_loop", clRaw)
-	top.set("calibration", cal.encode())
-	var out bytes.Buffer
-	if err := json.Indent(&out, top.encode(), "", " "); err != nil {
-		return "", nil, err
-	}
-	out.WriteByte('\n')
-	if _, err := engines.ParseManifest(path, out.Bytes()); err != nil {
+	if _, err := engines.ParseManifest(path, out); err != nil {
 		return "", nil, fmt.Errorf("the calibrated manifest would not parse, nothing written: %w", err)
 	}
-	return path, out.Bytes(), nil
-}
-
-// jsonObject is a JSON object with its keys in file order.
-type jsonObject struct {
-	keys []string
-	vals map[string]json.RawMessage
-}
-
-func orderedObject(raw []byte) (*jsonObject, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	o := &jsonObject{vals: map[string]json.RawMessage{}}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := t.(string)
-		if !ok {
-			return nil, errors.New("malformed JSON object")
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		o.set(k, v)
-	}
-	return o, nil
-}
-
-func (o *jsonObject) get(k string) json.RawMessage { return o.vals[k] }
-
-func (o *jsonObject) set(k string, v json.RawMessage) {
-	if _, ok := o.vals[k]; !ok {
-		o.keys = append(o.keys, k)
-	}
-	o.vals[k] = v
-}
-
-func (o *jsonObject) encode() []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range o.keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(o.vals[k])
-	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return path, out, nil
 }

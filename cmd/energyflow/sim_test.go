@@ -25,6 +25,29 @@ func startTestBridge(t *testing.T) (*bridge, string) {
 	return startTestBridgeWith(t, nil)
 }
 
+// requireVenv skips a test that needs the bridge's Python when .venv is
+// missing, and fails it in CI, where make deps must have made it.
+func requireVenv(t *testing.T, root string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no .venv: make deps creates it")
+		}
+		t.Skip("no .venv (run make deps)")
+	}
+}
+
+// shippedBundleCopy copies bundles/<name> into a temporary folder and returns
+// the copy's path.
+func shippedBundleCopy(t *testing.T, root, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "bundles", name))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // startTestBridgeWith is startTestBridge with the options changed by edit.
 func startTestBridgeWith(t *testing.T, edit func(*bridgeOptions)) (*bridge, string) {
 	t.Helper()
@@ -32,12 +55,7 @@ func startTestBridgeWith(t *testing.T, edit func(*bridgeOptions)) (*bridge, stri
 		t.Skip("starts the Meta-World bridge")
 	}
 	root := moduleRoot(t)
-	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no .venv: make deps creates it")
-		}
-		t.Skip("no .venv (run make deps)")
-	}
+	requireVenv(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	o := bridgeOptions{root: root, task: "button-press", level: "0", seed: 3,
@@ -206,12 +224,7 @@ func TestSimEvalEpisode(t *testing.T) {
 		t.Skip("closed-loop episode")
 	}
 	root := moduleRoot(t)
-	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no .venv: make deps creates it")
-		}
-		t.Skip("no .venv (run make deps)")
-	}
+	requireVenv(t, root)
 	dir := t.TempDir()
 	scores, summary := filepath.Join(dir, "scores.jsonl"), filepath.Join(dir, "summary.json")
 	var out, errb bytes.Buffer
@@ -292,17 +305,9 @@ func TestSimEvalNeverArmed(t *testing.T) {
 		t.Skip("closed-loop episode")
 	}
 	root := moduleRoot(t)
-	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no .venv: make deps creates it")
-		}
-		t.Skip("no .venv (run make deps)")
-	}
+	requireVenv(t, root)
 	dir := t.TempDir()
-	bundle := filepath.Join(dir, "bundle")
-	if err := os.CopyFS(bundle, os.DirFS(filepath.Join(root, "bundles", "metaworld-button-press"))); err != nil {
-		t.Fatal(err)
-	}
+	bundle := shippedBundleCopy(t, root, "metaworld-button-press")
 	mf := filepath.Join(bundle, "manifest.json")
 	raw, err := os.ReadFile(mf)
 	if err != nil {
@@ -352,17 +357,9 @@ func TestSimCalibrate(t *testing.T) {
 		t.Skip("closed-loop episodes")
 	}
 	root := moduleRoot(t)
-	if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "python")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no .venv: make deps creates it")
-		}
-		t.Skip("no .venv (run make deps)")
-	}
+	requireVenv(t, root)
 	dir := t.TempDir()
-	bundle := filepath.Join(dir, "bundle")
-	if err := os.CopyFS(bundle, os.DirFS(filepath.Join(root, "bundles", "metaworld-button-press"))); err != nil {
-		t.Fatal(err)
-	}
+	bundle := shippedBundleCopy(t, root, "metaworld-button-press")
 	before, err := engines.LoadBundle(bundle)
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func TestWriteClosedLoop(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("[1, 2]"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := checkCalibratable(dir); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		if err := checkCalibratable(dir); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
 			t.Fatalf("err = %v", err)
 		}
 	})

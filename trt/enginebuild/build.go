@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyflow/edge/engines/manifestedit"
 	"github.com/energyflow/edge/trt"
 )
 
@@ -190,19 +191,19 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enginebuild: %w — is %s a bundle?", err, opts.Bundle)
 	}
-	m, err := parseObject(data)
+	m, err := manifestedit.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("enginebuild: %s: %w", manifestPath, err)
 	}
 	graphs := map[string]graphEntry{}
-	if ok, err := m.get("graphs", &graphs); err != nil {
+	if ok, err := m.Get("graphs", &graphs); err != nil {
 		return nil, err
 	} else if !ok || len(graphs) == 0 {
 		return nil, fmt.Errorf("enginebuild: %s has no \"graphs\"", manifestPath)
 	}
 	if opts.MaxBatch == 0 {
 		var refs []json.RawMessage
-		if _, err := m.get("reference_actions", &refs); err != nil {
+		if _, err := m.Get("reference_actions", &refs); err != nil {
 			return nil, err
 		}
 		opts.MaxBatch = max(16, opts.OptBatch, 1+len(refs))
