@@ -543,11 +543,7 @@ func TestClosedLoopTickAllocatesNothing(t *testing.T) {
 	sum := 0.0
 	allocs := testing.AllocsPerRun(1000, func() {
 		k++
-		in.Tick++
-		in.Now = in.Now.Add(period)
-		in.Deadline = in.Now
-		in.Camera = in.Now
-		r.st.Time = in.Now
+		r.advance(in)
 		in.Scores[ScoreEnergy] = float64(k % 7)
 		if _, err := r.g.Tick(context.Background(), in); err != nil {
 			t.Fatal(err)

@@ -191,6 +191,16 @@ func (r *rig) next() *Inputs {
 	return &r.in
 }
 
+// advance moves inputs reused across ticks (the allocation tests) one
+// period on, with fresh deadline, camera and arm state times.
+func (r *rig) advance(in *Inputs) {
+	in.Tick++
+	in.Now = in.Now.Add(period)
+	in.Deadline = in.Now
+	in.Camera = in.Now
+	r.st.Time = in.Now
+}
+
 func (r *rig) tick(mod func(*Inputs)) Decision {
 	r.t.Helper()
 	in := r.next()

@@ -449,11 +449,7 @@ func TestRunningTickAllocatesNothing(t *testing.T) {
 	k := 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		k++
-		in.Tick++
-		in.Now = in.Now.Add(period)
-		in.Deadline = in.Now
-		in.Camera = in.Now
-		r.st.Time = in.Now
+		r.advance(in)
 		in.Scores[ScoreEnergy] = float64(k % 7)
 		r.vel[0] = float64(k%5) - 2
 		in.Command.Gripper = 2

@@ -518,15 +518,11 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		return fail(err)
 	}
 	defer b.Close()
-	var scoreFile io.Writer = io.Discard
-	if e.scores != "" {
-		fh, err := os.Create(e.scores)
-		if err != nil {
-			return fail(err)
-		}
-		defer fh.Close()
-		scoreFile = fh
+	scoreFile, closeScores, err := createScores(e.scores)
+	if err != nil {
+		return fail(err)
 	}
+	defer closeScores()
 	var results []evalResult
 	trips := map[string]int{}
 	for ep := 0; ep < e.episodes && ctx.Err() == nil; ep++ {
@@ -559,6 +555,19 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	return exitOK
+}
+
+// createScores opens the --scores file (io.Discard for ""), and returns the
+// function that closes it.
+func createScores(path string) (io.Writer, func() error, error) {
+	if path == "" {
+		return io.Discard, func() error { return nil }, nil
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fh, fh.Close, nil
 }
 
 // episodeConfig is the runtime configuration of episode idx: the scene

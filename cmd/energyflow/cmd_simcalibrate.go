@@ -126,15 +126,11 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		return fail(err)
 	}
 	defer b.Close()
-	var scoreFile io.Writer = io.Discard
-	if c.scores != "" {
-		fh, err := os.Create(c.scores)
-		if err != nil {
-			return fail(err)
-		}
-		defer fh.Close()
-		scoreFile = fh
+	scoreFile, closeScores, err := createScores(c.scores)
+	if err != nil {
+		return fail(err)
 	}
+	defer closeScores()
 	traces := make([][]float64, 0, c.episodes)
 	results := make([]evalResult, 0, c.episodes)
 	for ep := 0; ep < c.episodes; ep++ {
