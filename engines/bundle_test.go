@@ -92,6 +92,8 @@ func TestLoadBundleRefuses(t *testing.T) {
 			`"calibration.closed_loop.bands[2].from"`, `"calibration.closed_loop.bands[2].std"`}},
 		{"closed loop without bands", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["bands"] = []any{} })),
 			[]string{`"calibration.closed_loop.bands"`, "empty"}},
+		{"closed loop band unit", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["band_unit"] = "seconds" })),
+			[]string{`"calibration.closed_loop.band_unit"`, `got "seconds", expected "ticks"`, `"fresh_scores"`}},
 		{"closed loop window", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["rule"] = map[string]any{"kind": "n_of_m", "n": 3, "m": 65} })),
 			[]string{`"calibration.closed_loop.rule.m"`, "1..64"}},
 		{"hash mismatch", func(f map[string][]byte) {
@@ -160,6 +162,20 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20, Seeds: [2]int{1000, 1039}}
 	if cl == nil || !reflect.DeepEqual(*cl, want) {
 		t.Fatalf("closed_loop parsed as %+v, want %+v", cl, want)
+	}
+	// Without band_unit the bands count fresh scores, as before the key;
+	// sim calibrate writes ticks.
+	if cl.Unit() != engines.BandUnitFreshScores {
+		t.Fatalf("no band_unit: Unit() %q", cl.Unit())
+	}
+	for _, u := range []string{engines.BandUnitTicks, engines.BandUnitFreshScores} {
+		dir := writeQuadBundle(t, nil, func(m map[string]any) {
+			m["calibration"] = closedLoopCalibration(func(cl map[string]any) { cl["band_unit"] = u })
+		})
+		b, err := engines.LoadBundle(dir)
+		if err != nil || b.Manifest.Calibration.ClosedLoop.BandUnit != u || b.Manifest.Calibration.ClosedLoop.Unit() != u {
+			t.Fatalf("band_unit %q: %v", u, err)
+		}
 	}
 	// A calibration without closed_loop parses as before.
 	dir = writeQuadBundle(t, nil, func(m map[string]any) {

@@ -187,14 +187,19 @@ type Calibration struct {
 }
 
 // ClosedLoop is a time-varying stop threshold: Bands[b].Threshold =
-// Mean + Q·Std applies from Bands[b].From fresh scores since the gate was
-// armed until the next band's From, certified so that a fresh level-0
-// episode trips Rule with probability at most Alpha (docs/safety.md).
+// Mean + Q·Std applies from Bands[b].From (counted in BandUnit since the
+// gate was armed) until the next band's From, certified so that a fresh
+// level-0 episode trips Rule with probability at most Alpha
+// (docs/safety.md).
 type ClosedLoop struct {
-	Score             string           `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
-	Alpha             float64          `json:"alpha"`
-	Rule              ClosedLoopRule   `json:"rule"`
-	Q                 float64          `json:"q"`
+	Score string         `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
+	Alpha float64        `json:"alpha"`
+	Rule  ClosedLoopRule `json:"rule"`
+	Q     float64        `json:"q"`
+	// BandUnit is what a band's From counts: BandUnitTicks or
+	// BandUnitFreshScores; empty (calibrated before the key existed):
+	// fresh scores.
+	BandUnit          string           `json:"band_unit,omitempty"`
 	Bands             []ClosedLoopBand `json:"bands"`
 	Task              string           `json:"task"`
 	Level             string           `json:"level"`
@@ -216,9 +221,24 @@ type ClosedLoopRule struct {
 	M    int    `json:"m"`
 }
 
+// The values of ClosedLoop.BandUnit.
+const (
+	BandUnitTicks       = "ticks"        // running control ticks since arming, with or without a fresh score
+	BandUnitFreshScores = "fresh_scores" // fresh scores since arming (also when band_unit is absent)
+)
+
+// Unit returns what the bands' From counts: BandUnit, or
+// BandUnitFreshScores when it is empty.
+func (c *ClosedLoop) Unit() string {
+	if c.BandUnit == "" {
+		return BandUnitFreshScores
+	}
+	return c.BandUnit
+}
+
 // ClosedLoopBand is one band of a ClosedLoop.
 type ClosedLoopBand struct {
-	From      int     `json:"from"` // fresh scores since arming
+	From      int     `json:"from"` // ClosedLoop.BandUnit since arming
 	Mean      float64 `json:"mean"`
 	Std       float64 `json:"std"`
 	Threshold float64 `json:"threshold"`
@@ -729,6 +749,9 @@ func validateClosedLoop(p *problems, c *ClosedLoop) {
 	}
 	if !finite(c.Q) {
 		p.add(f+".q", "got %v, expected a finite number", c.Q)
+	}
+	if u := c.BandUnit; u != "" && u != BandUnitTicks && u != BandUnitFreshScores {
+		p.add(f+".band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when absent)", u, BandUnitTicks, BandUnitFreshScores)
 	}
 	if len(c.Bands) == 0 {
 		p.add(f+".bands", "empty, expected at least one band, the first from 0")

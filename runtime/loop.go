@@ -431,7 +431,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if gerr != nil {
 		l.log.Warn("gate", "err", gerr)
 	}
-	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the fresh scores since arming
+	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the time since arming
 	l.syncMachine(&dec)
 
 	// 7. Telemetry, recording, watchdog.

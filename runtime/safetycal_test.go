@@ -17,11 +17,14 @@ func TestSafetyCalibrationCopiesClosedLoop(t *testing.T) {
 		Bands: []engines.ClosedLoopBand{{From: 0, Mean: 123.4, Std: 10.2, Threshold: 146.962}, {From: 20, Mean: 110, Std: 8, Threshold: 128.48}},
 		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20,
 		Seeds: [2]int{1000, 1039}}
+	inTicks := *cl
+	inTicks.BandUnit = engines.BandUnitTicks
 	cases := []struct {
 		name string
 		cal  *engines.Calibration
 	}{
 		{"with closed_loop", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}, ClosedLoop: cl}},
+		{"with closed_loop in ticks", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}, ClosedLoop: &inTicks}},
 		{"without closed_loop", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}}},
 	}
 	for _, tc := range cases {

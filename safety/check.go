@@ -17,7 +17,7 @@ type fault struct {
 	age       time.Duration // age of the stale input
 	bound     time.Duration // its configured bound
 	axis      int           // offending axis, −1: gripper
-	n, want   int           // sizes for invalid_input; n: fresh-score index since arming for energy (−1: stopped)
+	n, want   int           // sizes for invalid_input; n: for energy, ticks or fresh scores since arming, per the threshold's BandUnit (−1: stopped)
 	err       error         // arm read or write error
 	what      string        // static description of the input
 	actor     string        // operator stop
@@ -97,15 +97,24 @@ func (g *Guard) check(in *Inputs) fault {
 	}
 
 	// Energy: every rule sees every fresh score, compared with the threshold
-	// in effect: while running, the closed-loop band of the number of fresh
-	// scores since arming; while stopped, the start band (band 0).
+	// in effect: while running, the closed-loop band of the running ticks
+	// since arming (or of the fresh scores, for a calibration in that unit);
+	// while stopped, the start band (band 0).
 	running := g.state == Running
+	tick := -1 // running ticks since arming before this one; −1: stopped
+	if running {
+		tick = g.armedTicks
+		g.armedTicks++
+	}
 	for i := range g.thresholds {
 		t := &g.thresholds[i]
-		k := -1 // fresh-score index since arming; −1: stopped
+		k := -1 // index since arming in t.BandUnit; −1: stopped
 		thr := t.At(0)
 		if running {
 			k = g.fresh[i]
+			if t.BandUnit == BandTicks {
+				k = tick
+			}
 			thr = t.At(k)
 		}
 		g.thrNow[i] = thr
@@ -283,7 +292,8 @@ func (g *Guard) bandText(f *fault) string {
 			return " (closed-loop start band: the gate is stopped)"
 		}
 		b := t.Bands[bandAt(t.Bands, f.n)]
-		return fmt.Sprintf(" (closed-loop band from %d: %d fresh scores since arming before this one)", b.From, f.n)
+		u := t.BandUnit.noun()
+		return fmt.Sprintf(" (closed-loop band from %d %s since arming: %d %s before this one)", b.From, u, f.n, u)
 	}
 	return ""
 }

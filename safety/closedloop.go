@@ -11,17 +11,21 @@ import (
 // bundle manifest's "calibration.closed_loop" block (docs/safety.md), fitted
 // by FitClosedLoop on level-0 episodes driven through the runtime.
 //
-// The threshold depends on how many fresh scores the gate has observed since
-// it was last armed: Bands[b] applies from its From up to the next band's.
-// Each band's Threshold is Mean + Q·Std. Q is the split-conformal quantile
-// that makes a fresh episode, exchangeable with the calibration episodes,
-// trip the Rule with probability at most Alpha.
+// The threshold depends on the time since the gate was last armed, counted
+// in BandUnit: Bands[b] applies from its From up to the next band's. Each
+// band's Threshold is Mean + Q·Std. Q is the split-conformal quantile that
+// makes a fresh episode, exchangeable with the calibration episodes, trip
+// the Rule with probability at most Alpha.
 type ClosedLoop struct {
 	Score string         `json:"score"` // the calibrated score: "energy" (FitClosedLoop) or "centered_energy"
 	Alpha float64        `json:"alpha"` // tolerated trip probability of a fresh level-0 episode
 	Rule  ClosedLoopRule `json:"rule"`  // the decision rule Q was certified for
 	Q     float64        `json:"q"`     // the conformal quantile, in band standard deviations
-	Bands []Band         `json:"bands"` // sorted by From, the first From is 0
+	// BandUnit is what a band's From counts since arming: BandTicks
+	// (FitClosedLoop) or BandFreshScores. Empty (a manifest without
+	// band_unit, calibrated before the key existed): BandFreshScores.
+	BandUnit BandUnit `json:"band_unit,omitempty"`
+	Bands    []Band   `json:"bands"` // sorted by From, the first From is 0
 
 	// Provenance, filled by the caller of FitClosedLoop.
 	Task     string  `json:"task"`
@@ -45,10 +49,44 @@ type ClosedLoopRule struct {
 	M    int    `json:"m"`
 }
 
-// Band is one piece of a time-varying threshold: from From fresh scores
-// since arming (until the next band's From), the score trips above
-// Threshold = Mean + Q·Std, Mean and Std being the score's statistics over
-// the fit episodes' fresh scores in the band.
+// BandUnit is what a closed-loop band's From counts since the gate was
+// last armed (the manifest's calibration.closed_loop.band_unit).
+type BandUnit string
+
+const (
+	// BandTicks counts running control ticks, with or without a fresh
+	// score: time at the loop rate, whatever the scorer's throughput.
+	// FitClosedLoop fits in it.
+	BandTicks BandUnit = "ticks"
+	// BandFreshScores counts the fresh scores the gate observed, which
+	// depends on how many ticks the scorer keeps up with (machine load):
+	// the meaning of a manifest without band_unit.
+	BandFreshScores BandUnit = "fresh_scores"
+)
+
+// Unit returns what the bands' From counts: BandUnit, or BandFreshScores
+// when it is empty.
+func (c *ClosedLoop) Unit() BandUnit {
+	if c.BandUnit == "" {
+		return BandFreshScores
+	}
+	return c.BandUnit
+}
+
+func (u BandUnit) valid() bool { return u == BandTicks || u == BandFreshScores }
+
+// noun names what u counts, for messages ("" counts fresh scores).
+func (u BandUnit) noun() string {
+	if u == BandTicks {
+		return "running ticks"
+	}
+	return "fresh scores"
+}
+
+// Band is one piece of a time-varying threshold: from From (ticks or fresh
+// scores since arming, see BandUnit) until the next band's From, the score
+// trips above Threshold = Mean + Q·Std, Mean and Std being the score's
+// statistics over the fit episodes' fresh scores in the band.
 type Band struct {
 	From      int     `json:"from"`
 	Mean      float64 `json:"mean"`
@@ -56,14 +94,14 @@ type Band struct {
 	Threshold float64 `json:"threshold"`
 }
 
-// DefaultBandStarts returns FitClosedLoop's default band starts, in fresh
-// scores since arming: 0, 10, 30, 60 and 120. The score is least stationary
-// right after arming (the first action chunk starts from rest while the
-// policy's observation history fills up: one to two chunks of 8–16 ticks),
-// so the bands are short there and lengthen about geometrically: 0–9 (start
-// transient), 10–29 (approach), 30–59, 60–119 and 120 on. A band with too
-// few fit samples is merged into the one before it, so short episodes
-// simply get fewer bands.
+// DefaultBandStarts returns FitClosedLoop's default band starts, in the
+// fit's unit (running ticks since arming by default): 0, 10, 30, 60 and
+// 120. The score is least stationary right after arming (the first action
+// chunk starts from rest while the policy's observation history fills up:
+// one to two chunks of 8–16 ticks), so the bands are short there and
+// lengthen about geometrically: 0–9 (start transient), 10–29 (approach),
+// 30–59, 60–119 and 120 on. A band with too few fit samples is merged into
+// the one before it, so short episodes simply get fewer bands.
 func DefaultBandStarts() []int { return []int{0, 10, 30, 60, 120} }
 
 // DefaultMinBandSamples is FitClosedLoop's default minimum number of fit
@@ -81,8 +119,13 @@ type ClosedLoopOptions struct {
 	// mean and std; the others are the conformal episodes that set Q.
 	// Zero: half of the traces, rounded down.
 	FitEpisodes int
-	// BandStarts are the candidate band starts in fresh scores since
-	// arming, strictly increasing from 0. Nil: DefaultBandStarts.
+	// BandUnit is what the traces' index and the bands' From count:
+	// BandTicks (each trace entry is one running tick) or BandFreshScores
+	// (only the fresh scores are counted, as bundles calibrated before
+	// ticks were). Empty: BandTicks.
+	BandUnit BandUnit
+	// BandStarts are the candidate band starts in BandUnit since arming,
+	// strictly increasing from 0. Nil: DefaultBandStarts.
 	BandStarts []int
 	// MinBandSamples: a band with fewer fit samples is merged into the band
 	// before it (band 0 absorbs the bands after it until it has enough).
@@ -107,9 +150,12 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 
 // FitClosedLoop fits a closed-loop conformal threshold (split conformal
 // prediction) on the energy traces of level-0 episodes. traces[e][i] is
-// episode e's i-th fresh score since the gate was armed; NaN entries (no
-// fresh score at that tick) are skipped and do not advance i, so a per-tick
-// trace can be passed as it is. It is pure and deterministic.
+// episode e's score at its i-th running control tick since the gate was
+// armed, NaN where that tick had no fresh score. A fresh score belongs to
+// the band of its tick index i (BandUnit BandTicks, the default) or, with
+// BandFreshScores, of its index among the fresh scores (NaN entries then do
+// not advance it). Either way the n-of-m window runs over the fresh scores
+// only, as the gate's rule does. It is pure and deterministic.
 //
 // The first FitEpisodes traces fit each band's mean and std (pooled over
 // the band's fresh scores; population std, floored at 1e-6·|mean| + 1e-12 so
@@ -118,7 +164,7 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 //
 //	s = max over i of the N-th largest z_j among the last M fresh scores j ≤ i
 //	    (fewer at the start of the episode; −Inf with fewer than N scores),
-//	z_j = (x_j − mean_b(j)) / std_b(j),
+//	z_j = (x_j − mean_b(j)) / std_b(j), b(j) the band of fresh score j,
 //
 // so that the n-of-m rule with band thresholds mean_b + q·std_b (a score
 // trips when strictly above) trips on the episode exactly when s > q.
@@ -126,8 +172,8 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 // fresh episode exchangeable with the calibration episodes trips with
 // probability at most Alpha (marginally over the calibration draw).
 //
-// The result has Score "energy", Alpha, Rule, Q, Bands and the episode
-// counts filled; the caller fills the provenance (task, level, rate, K,
+// The result has Score "energy", Alpha, Rule, Q, BandUnit, Bands and the
+// episode counts filled; the caller fills the provenance (task, level, rate, K,
 // steps, seeds). Each error is one line saying what to change.
 func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
 	if !(o.Alpha > 0 && o.Alpha < 1) {
@@ -140,6 +186,13 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	if m < 1 || m > maxWindow || n < 1 || n > m {
 		return nil, fmt.Errorf("safety: closed-loop rule %d of %d: need 1 ≤ n ≤ m ≤ %d", n, m, maxWindow)
+	}
+	unit := o.BandUnit
+	if unit == "" {
+		unit = BandTicks
+	}
+	if !unit.valid() {
+		return nil, fmt.Errorf("safety: closed-loop band unit %q: expected %q (running control ticks since arming) or %q (fresh scores since arming)", unit, BandTicks, BandFreshScores)
 	}
 	starts := o.BandStarts
 	if starts == nil {
@@ -176,9 +229,13 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 			nc, o.Alpha, need, all, all-need, need)
 	}
 
+	// xs[e]: episode e's fresh scores; at[e][j]: where fresh score j falls
+	// in the bands' unit (its tick, or j itself for fresh scores).
 	xs := make([][]float64, total)
+	at := make([][]int, total)
 	for e, tr := range traces {
 		c := make([]float64, 0, len(tr))
+		p := make([]int, 0, len(tr))
 		for i, x := range tr {
 			switch {
 			case math.IsNaN(x):
@@ -186,12 +243,17 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 			case math.IsInf(x, 0):
 				return nil, fmt.Errorf("safety: closed-loop trace %d, entry %d is %v: only finite scores (NaN: no fresh score) can be calibrated on", e, i, x)
 			}
+			k := len(c)
+			if unit == BandTicks {
+				k = i
+			}
 			c = append(c, x)
+			p = append(p, k)
 		}
-		xs[e] = c
+		xs[e], at[e] = c, p
 	}
 
-	bands, err := fitBands(xs[:fit], starts, minSamples)
+	bands, err := fitBands(xs[:fit], at[:fit], starts, minSamples)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +261,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	scores := make([]float64, nc)
 	buf := make([]float64, m)
 	for e := range nc {
-		scores[e] = episodeScore(xs[fit+e], bands, n, m, buf)
+		scores[e] = episodeScore(xs[fit+e], at[fit+e], bands, n, m, buf)
 	}
 	slices.Sort(scores)
 	// k ≤ nc as nc ≥ MinConformalEpisodes; the clamp only absorbs rounding.
@@ -219,19 +281,20 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	return &ClosedLoop{
 		Score: ScoreEnergy.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
-		Q: q, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
+		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
 	}, nil
 }
 
-// fitBands pools the fit episodes' fresh scores per band (merging a band
-// with fewer than minSamples into the one before it, and the bands after
-// band 0 into it while band 0 has too few) and returns each band's mean and
-// floored std (Threshold left 0).
-func fitBands(fit [][]float64, starts []int, minSamples int) ([]Band, error) {
+// fitBands pools the fit episodes' fresh scores per band, fresh score j of
+// episode e falling at at[e][j] (merging a band with fewer than minSamples
+// into the one before it, and the bands after band 0 into it while band 0
+// has too few) and returns each band's mean and floored std (Threshold
+// left 0).
+func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band, error) {
 	count := make([]int, len(starts))
-	for _, xs := range fit {
-		for i := range xs {
-			count[bandOf(starts, i)]++
+	for e := range fit {
+		for _, k := range at[e] {
+			count[bandOf(starts, k)]++
 		}
 	}
 	// Merge: keep[j] is the start index of the merged band j.
@@ -255,9 +318,9 @@ func fitBands(fit [][]float64, starts []int, minSamples int) ([]Band, error) {
 	}
 	sum := make([]float64, len(bands))
 	cnt := make([]int, len(bands))
-	for _, xs := range fit {
+	for e, xs := range fit {
 		for i, x := range xs {
-			j := bandAt(bands, i)
+			j := bandAt(bands, at[e][i])
 			sum[j] += x
 			cnt[j]++
 		}
@@ -266,9 +329,9 @@ func fitBands(fit [][]float64, starts []int, minSamples int) ([]Band, error) {
 		bands[j].Mean = sum[j] / float64(cnt[j])
 	}
 	ss := make([]float64, len(bands))
-	for _, xs := range fit {
+	for e, xs := range fit {
 		for i, x := range xs {
-			j := bandAt(bands, i)
+			j := bandAt(bands, at[e][i])
 			d := x - bands[j].Mean
 			ss[j] += d * d
 		}
@@ -280,18 +343,19 @@ func fitBands(fit [][]float64, starts []int, minSamples int) ([]Band, error) {
 	return bands, nil
 }
 
-// episodeScore is the conformal score of one episode's fresh scores xs: the
-// largest, over i, of the n-th largest normalized score among the last m up
-// to i (all of them while fewer than m; −Inf while fewer than n). With band
+// episodeScore is the conformal score of one episode's fresh scores xs,
+// fresh score i normalized by the band at at[i]: the largest, over i, of the
+// n-th largest normalized score among the last m fresh scores up to i (all
+// of them while fewer than m; −Inf while fewer than n). With band
 // thresholds mean_b + q·std_b, nOfM trips on the episode iff it is > q:
 // nOfM trips at i iff at least n of the last m scores are strictly above
 // their thresholds, i.e. iff the n-th largest of their z is > q. buf has
 // room for m values.
-func episodeScore(xs []float64, bands []Band, n, m int, buf []float64) float64 {
+func episodeScore(xs []float64, at []int, bands []Band, n, m int, buf []float64) float64 {
 	best := math.Inf(-1)
 	z := make([]float64, len(xs))
 	for i, x := range xs {
-		b := &bands[bandAt(bands, i)]
+		b := &bands[bandAt(bands, at[i])]
 		z[i] = (x - b.Mean) / b.Std
 		lo := max(0, i-m+1)
 		if i-lo+1 < n {
@@ -313,8 +377,9 @@ func bandOf(starts []int, i int) int {
 	return j
 }
 
-// bandAt is the index of the band that applies at fresh score i: the last
-// one whose From is at or below i (band 0 below every From).
+// bandAt is the index of the band that applies at i (ticks or fresh scores
+// since arming): the last one whose From is at or below i (band 0 below
+// every From).
 func bandAt(bands []Band, i int) int {
 	j := len(bands) - 1
 	for j > 0 && bands[j].From > i {
@@ -352,6 +417,9 @@ func (c *ClosedLoop) Validate() error {
 	}
 	if !isFinite(c.Q) {
 		bad("q", "got %v, expected a finite number", c.Q)
+	}
+	if c.BandUnit != "" && !c.BandUnit.valid() {
+		bad("band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when the key is absent)", c.BandUnit, BandTicks, BandFreshScores)
 	}
 	errs = append(errs, bandProblems("calibration.closed_loop.bands", c.Bands)...)
 	return errors.Join(errs...)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -33,9 +34,10 @@ func TestFitClosedLoopHandComputed(t *testing.T) {
 			q:      2, bands: []Band{{From: 0, Mean: 2, Std: 1, Threshold: 4}}, fit: 2,
 		},
 		{
-			// Band 0 (scores 0–1): 10, 12, 12, 10 → mean 11, std 1; band 1
-			// (2 on): 101, 105, 105, 101 → mean 103, std 2. Conformal z and
-			// the 2nd largest of the last 3 (from 2 scores on):
+			// Bands in fresh scores. Band 0 (scores 0–1): 10, 12, 12, 10 →
+			// mean 11, std 1; band 1 (2 on): 101, 105, 105, 101 → mean 103,
+			// std 2. Conformal z and the 2nd largest of the last 3 (from 2
+			// scores on):
 			//   [11 13 103 107 99] → z 0 2 0 2 −2 → 0, 0, 2, 0: score 2
 			//   [12 NaN 12 104]    → z 1 1 0.5    → 1, 1:       score 1
 			//   [14]               → one score:                  −Inf
@@ -43,7 +45,7 @@ func TestFitClosedLoopHandComputed(t *testing.T) {
 			name: "2 of 3, two bands, a short conformal episode",
 			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
 				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
-			o: ClosedLoopOptions{Alpha: 0.25, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			o: ClosedLoopOptions{Alpha: 0.25, N: 2, M: 3, FitEpisodes: 2, BandUnit: BandFreshScores, BandStarts: []int{0, 2}, MinBandSamples: 1},
 			q: 2, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 13}, {From: 2, Mean: 103, Std: 2, Threshold: 107}}, fit: 2,
 		},
 		{
@@ -52,8 +54,45 @@ func TestFitClosedLoopHandComputed(t *testing.T) {
 			name: "2 of 3, q below the largest",
 			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
 				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
-			o: ClosedLoopOptions{Alpha: 0.5, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			o: ClosedLoopOptions{Alpha: 0.5, N: 2, M: 3, FitEpisodes: 2, BandUnit: BandFreshScores, BandStarts: []int{0, 2}, MinBandSamples: 1},
 			q: 1, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 12}, {From: 2, Mean: 103, Std: 2, Threshold: 105}}, fit: 2,
+		},
+		{
+			// The same traces in ticks (the default): the fit traces have
+			// no NaN, so the bands are the same, but the NaN tick of
+			// [12 NaN 12 104] puts its second 12 at tick 2, in band 1,
+			// while the 2-of-3 window still runs over its three fresh
+			// scores: z 1 −45.5 0.5 → −45.5, 0.5: score 0.5. The other
+			// conformal scores stay 2 and −Inf; k = 2: q = 0.5.
+			name: "2 of 3 in ticks: a NaN tick moves the next score into band 1",
+			traces: [][]float64{{10, 12, 101, 105}, {12, 10, 105, 101},
+				{11, 13, 103, 107, 99}, {12, nan(), 12, 104}, {14}},
+			o: ClosedLoopOptions{Alpha: 0.5, N: 2, M: 3, FitEpisodes: 2, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			q: 0.5, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 11.5}, {From: 2, Mean: 103, Std: 2, Threshold: 104}}, fit: 2,
+		},
+		{
+			// NaN ticks in the fit episodes, 1 of 1, bands from 0 and 2. In
+			// ticks, 101 and 105 sit at ticks 2 and 3: band 0 is 10, 12
+			// (mean 11, std 1), band 1 is 101, 105, 105, 101 (mean 103,
+			// std 2). Conformal max z: [11 NaN 107] → 0, 2: 2;
+			// [12 NaN 104] → 1, 0.5: 1. k = ⌈3·0.5⌉ = 2: q = 2.
+			name:   "ticks: fit scores fall in their tick's band",
+			traces: [][]float64{{10, nan(), 101, 105}, {12, nan(), 105, 101}, {11, nan(), 107}, {12, nan(), 104}},
+			o:      ClosedLoopOptions{Alpha: 0.5, N: 1, M: 1, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			q:      2, bands: []Band{{From: 0, Mean: 11, Std: 1, Threshold: 13}, {From: 2, Mean: 103, Std: 2, Threshold: 107}}, fit: 2,
+		},
+		{
+			// The same traces in fresh scores: 101 and 105 are fresh scores
+			// 1, so band 0 is 10, 101, 12, 105 (mean 57, population std
+			// s = √2118.5) and band 1 is 105, 101 (mean 103, std 2). Both
+			// conformal episodes have two fresh scores, both in band 0:
+			// max z 50/s and 47/s. q = 50/s.
+			name:   "fresh scores: the same traces, NaN ticks not counted",
+			traces: [][]float64{{10, nan(), 101, 105}, {12, nan(), 105, 101}, {11, nan(), 107}, {12, nan(), 104}},
+			o:      ClosedLoopOptions{Alpha: 0.5, N: 1, M: 1, BandUnit: BandFreshScores, BandStarts: []int{0, 2}, MinBandSamples: 1},
+			q:      50 / math.Sqrt(2118.5),
+			bands: []Band{{From: 0, Mean: 57, Std: math.Sqrt(2118.5), Threshold: 107},
+				{From: 2, Mean: 103, Std: 2, Threshold: 103 + 100/math.Sqrt(2118.5)}}, fit: 2,
 		},
 		{
 			// Band 0 has 4 fit samples, fewer than 5: it absorbs band 1, one
@@ -96,7 +135,11 @@ func TestFitClosedLoopHandComputed(t *testing.T) {
 				}
 			}
 			n, m := tc.o.N, tc.o.M
-			if cl.Score != "energy" || cl.Alpha != tc.o.Alpha || cl.Rule != (ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}) ||
+			unit := tc.o.BandUnit
+			if unit == "" {
+				unit = BandTicks
+			}
+			if cl.Score != "energy" || cl.Alpha != tc.o.Alpha || cl.Rule != (ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}) || cl.BandUnit != unit ||
 				cl.Episodes != len(tc.traces) || cl.FitEpisodes != tc.fit || cl.ConformalEpisodes != len(tc.traces)-tc.fit {
 				t.Fatalf("header %+v", cl)
 			}
@@ -183,6 +226,7 @@ func TestFitClosedLoopErrors(t *testing.T) {
 		{"rule", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, N: 6, M: 5}, "rule 6 of 5"},
 		{"band starts", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, BandStarts: []int{5, 10}}, "band starts [5 10]"},
 		{"band starts order", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, BandStarts: []int{0, 10, 10}}, "strictly increasing"},
+		{"band unit", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, BandUnit: "seconds"}, `band unit "seconds": expected "ticks" (running control ticks since arming) or "fresh_scores"`},
 		{"one episode", ok(1, 60), ClosedLoopOptions{Alpha: 0.1}, "need at least 2"},
 		{"fit all", ok(40, 60), ClosedLoopOptions{Alpha: 0.1, FitEpisodes: 40}, "40 fit episodes of 40"},
 		{"too few fit samples", ok(40, 2), ClosedLoopOptions{Alpha: 0.1}, "fewer than the 50 one band needs"},
@@ -204,39 +248,52 @@ func TestFitClosedLoopErrors(t *testing.T) {
 
 // The conformal score is exactly the statistic the n-of-m rule trips on:
 // with band thresholds mean + q·std, Replay trips on an episode iff its
-// score exceeds q (for random traces, bands, rules and q).
+// score exceeds q (for random per-tick traces with ticks lacking a fresh
+// score, bands in either unit, rules and q).
 func TestClosedLoopScoreMatchesTheRule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	trials := 0
 	for trial := 0; trial < 3000; trial++ {
 		m := 1 + rng.IntN(8)
 		n := 1 + rng.IntN(m)
+		unit := []BandUnit{BandTicks, BandFreshScores}[rng.IntN(2)]
 		bands := []Band{{From: 0, Mean: 10 * rng.NormFloat64(), Std: 0.5 + rng.Float64()}}
 		for nb := 1 + rng.IntN(4); len(bands) < nb; {
 			b := bands[len(bands)-1]
 			bands = append(bands, Band{From: b.From + 1 + rng.IntN(6), Mean: 10 * rng.NormFloat64(), Std: 0.5 + 2*rng.Float64()})
 		}
-		xs := make([]float64, rng.IntN(30))
-		for i := range xs {
-			b := bands[bandAt(bands, i)]
-			xs[i] = b.Mean + b.Std*(rng.NormFloat64()+0.5*rng.NormFloat64())
+		trace := make([]float64, rng.IntN(40))
+		var xs []float64 // the fresh scores
+		var at []int     // where each falls in the bands' unit
+		for i := range trace {
+			if rng.IntN(4) == 0 {
+				trace[i] = nan() // a tick without a fresh score
+				continue
+			}
+			k := len(xs)
+			if unit == BandTicks {
+				k = i
+			}
+			b := bands[bandAt(bands, k)]
+			trace[i] = b.Mean + b.Std*(rng.NormFloat64()+0.5*rng.NormFloat64())
+			xs, at = append(xs, trace[i]), append(at, k)
 		}
-		s := episodeScore(xs, bands, n, m, make([]float64, m))
+		s := episodeScore(xs, at, bands, n, m, make([]float64, m))
 		q := 3 * rng.NormFloat64()
 		if math.Abs(s-q) < 1e-9 {
 			continue // a tie up to rounding: either answer is right
 		}
-		th := Threshold{Score: ScoreEnergy, Bands: slices.Clone(bands)}
+		th := Threshold{Score: ScoreEnergy, Bands: slices.Clone(bands), BandUnit: unit}
 		for i := range th.Bands {
 			th.Bands[i].Threshold = th.Bands[i].Mean + q*th.Bands[i].Std
 		}
-		trips, err := Replay(RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}}, th, xs)
+		trips, err := Replay(RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}}, th, trace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		trials++
 		if (len(trips) > 0) != (s > q) {
-			t.Fatalf("%d of %d, bands %+v, q %v, trace %v: score %v but trips %v", n, m, th.Bands, q, xs, s, trips)
+			t.Fatalf("%d of %d in %s, bands %+v, q %v, trace %v: score %v but trips %v", n, m, unit, th.Bands, q, trace, s, trips)
 		}
 	}
 	if trials < 2900 {
@@ -244,10 +301,15 @@ func TestClosedLoopScoreMatchesTheRule(t *testing.T) {
 	}
 }
 
-// episodeGen draws exchangeable synthetic level-0 episodes: a start
-// transient that decays over the first ~10 scores, a slow drift, a
-// per-episode offset, AR(1) noise, and a random length.
-type episodeGen struct{ rng *rand.Rand }
+// episodeGen draws exchangeable synthetic level-0 episodes, one entry per
+// running tick: a start transient that decays over the first ~10 ticks, a
+// slow drift, a per-episode offset, AR(1) noise, a random length, and ticks
+// without a fresh score (NaN; never two in a row, which the score watchdog
+// would stop) with probability gap.
+type episodeGen struct {
+	rng *rand.Rand
+	gap float64
+}
 
 func (g episodeGen) episode() []float64 {
 	r := g.rng
@@ -257,6 +319,9 @@ func (g episodeGen) episode() []float64 {
 	for i := range xs {
 		z = 0.6*z + 0.8*r.NormFloat64()
 		xs[i] = 100 + offset + 60*math.Exp(-float64(i)/4) + 0.05*float64(i) + 8*z
+		if i > 0 && !math.IsNaN(xs[i-1]) && r.Float64() < g.gap {
+			xs[i] = math.NaN()
+		}
 	}
 	return xs
 }
@@ -266,14 +331,15 @@ func (g episodeGen) episode() []float64 {
 // fraction that trips is about alpha — at most alpha plus the sampling
 // margin, and not trivially below it (a threshold far too loose fails too).
 // The guarantee is marginal over the calibration draw, so it averages over
-// 20 independent calibrations of 100 fresh episodes each.
+// 20 independent calibrations of 100 fresh episodes each. About one tick in
+// five has no fresh score; the bands count ticks.
 func TestClosedLoopCoverage(t *testing.T) {
 	const (
 		alpha        = 0.1
 		calibrations = 20
 		fresh        = 100
 	)
-	gen := episodeGen{rand.New(rand.NewPCG(2026, 11))}
+	gen := episodeGen{rand.New(rand.NewPCG(2026, 11)), 0.25}
 	cfg := testConfig()
 	cfg.Energy.Scores = nil // the calibration's closed-loop score and bands
 	cfg.Energy.Rule = DefaultConfig().Energy.Rule
@@ -286,6 +352,9 @@ func TestClosedLoopCoverage(t *testing.T) {
 		cl, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: alpha})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cl.BandUnit != BandTicks {
+			t.Fatalf("fitted in %q, want ticks", cl.BandUnit)
 		}
 		if c == 0 {
 			t.Logf("calibration 0: q %.3f, bands %+v", cl.Q, cl.Bands)
@@ -300,15 +369,15 @@ func TestClosedLoopCoverage(t *testing.T) {
 				d := r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = x })
 				if d.State == Stopped {
 					if d.Reason.Kind != KindEnergy || d.Reason.Threshold != cl.Bands[bandAt(cl.Bands, i)].Threshold {
-						t.Fatalf("stopped at score %d: %+v", i, d.Reason)
+						t.Fatalf("stopped at tick %d: %+v", i, d.Reason)
 					}
 					tripped = true
 					break
 				}
 			}
 			th := r.g.Thresholds()[0]
-			if th.Source != "calibration.closed_loop" {
-				t.Fatalf("threshold source %q", th.Source)
+			if th.Source != "calibration.closed_loop" || th.BandUnit != BandTicks {
+				t.Fatalf("threshold source %q, unit %q", th.Source, th.BandUnit)
 			}
 			replayed, err := Replay(cfg.Energy.Rule, th, xs)
 			if err != nil || (len(replayed) > 0) != tripped {
@@ -336,11 +405,16 @@ func TestClosedLoopCoverage(t *testing.T) {
 
 // closedLoopCal is a two-band calibration for the gate tests: threshold 10
 // for the first 20 fresh scores since arming, 100 from then on, certified
-// for the default 3 of 5 (the recommendation, 7, must not be used).
-func closedLoopCal() *Calibration {
+// for the default 3 of 5 (the recommendation, 7, must not be used). It has
+// no band_unit, as bundles calibrated before it: the bands count fresh
+// scores.
+func closedLoopCal() *Calibration { return closedLoopCalIn("") }
+
+// closedLoopCalIn is closedLoopCal with its bands counted in unit.
+func closedLoopCalIn(unit BandUnit) *Calibration {
 	return &Calibration{
 		Recommended: Recommendation{Score: "energy", Threshold: 7},
-		ClosedLoop: &ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2,
+		ClosedLoop: &ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2, BandUnit: unit,
 			Bands: []Band{{From: 0, Mean: 6, Std: 2, Threshold: 10}, {From: 20, Mean: 90, Std: 5, Threshold: 100}}},
 	}
 }
@@ -352,40 +426,55 @@ func closedLoopConfig() Config {
 	return cfg
 }
 
-// The gate switches bands with the number of fresh scores since arming: a
+// The gate switches bands with the time since arming — running ticks, or
+// fresh scores for a calibration in fresh scores or without band_unit: a
 // score between band 0's threshold and band 1's trips early in an episode
-// and not later, and each n-of-m bit keeps the band of its own score.
+// and not later, and each n-of-m bit keeps the band of its own score. With
+// ticks lacking a fresh score, ticks advance the band and fresh scores lag.
 func TestClosedLoopBandSwitching(t *testing.T) {
 	low := func(k int) []float64 { return repeat(1, k) }
 	cat := func(s ...[]float64) []float64 { return slices.Concat(s...) }
+	gaps := func(k int) []float64 { return slices.Repeat([]float64{1, nan()}, k) } // 2k ticks, k fresh scores
+	const none, ticks, fresh = BandUnit(""), BandTicks, BandFreshScores
 	cases := []struct {
 		name   string
-		scores []float64 // fresh scores after arming (NaN: none that tick)
+		unit   BandUnit  // the calibration's band_unit ("": absent)
+		scores []float64 // scores of the ticks after arming (NaN: none that tick)
 		trip   int       // index into scores of the tripping tick; −1: none
 		thr    float64   // Reason.Threshold at the trip
 	}{
-		{"above band 0 trips at the 3rd fresh score", repeat(50, 3), 2, 10},
-		{"the same score from fresh score 20 on does not trip", cat(low(20), repeat(50, 10)), -1, 0},
-		{"from fresh score 25 on neither", cat(low(25), repeat(50, 10)), -1, 0},
-		{"band 1 trips above its own threshold", cat(low(20), repeat(150, 3)), 22, 100},
-		{"bits keep their band across the switch", cat(low(18), []float64{50, 50, 50, 50}), -1, 0},
-		{"mixed across the switch", cat(low(18), []float64{50, 50, 150}), 20, 100},
-		{"NaN ticks are not fresh scores", cat(slices.Repeat([]float64{1, nan()}, 17), repeat(50, 3)), 36, 10},
+		{"above band 0 trips at the 3rd fresh score", none, repeat(50, 3), 2, 10},
+		{"the same score from fresh score 20 on does not trip", none, cat(low(20), repeat(50, 10)), -1, 0},
+		{"from fresh score 25 on neither", none, cat(low(25), repeat(50, 10)), -1, 0},
+		{"band 1 trips above its own threshold", none, cat(low(20), repeat(150, 3)), 22, 100},
+		{"bits keep their band across the switch", none, cat(low(18), []float64{50, 50, 50, 50}), -1, 0},
+		{"mixed across the switch", none, cat(low(18), []float64{50, 50, 150}), 20, 100},
+		{"NaN ticks are not fresh scores", none, cat(gaps(17), repeat(50, 3)), 36, 10},
+		{"no band_unit: 20 ticks with gaps are 10 fresh scores, band 0", none, cat(gaps(10), repeat(50, 3)), 22, 10},
+		{"fresh_scores: the same", fresh, cat(gaps(10), repeat(50, 3)), 22, 10},
+		{"ticks: 20 ticks with gaps reach band 1", ticks, cat(gaps(10), repeat(50, 10)), -1, 0},
+		{"ticks: band 1 trips above its own threshold after gaps", ticks, cat(gaps(10), repeat(150, 3)), 22, 100},
+		{"ticks: band 0 with gaps", ticks, cat(gaps(3), slices.Repeat([]float64{nan(), 50}, 3)), 11, 10},
+		{"ticks: bits keep their band across the switch", ticks, cat(gaps(9), []float64{50, nan(), 50, 50, 50}), -1, 0},
+		{"ticks: mixed across the switch", ticks, cat(gaps(8), []float64{50, nan(), 50, nan(), 150}), 20, 100},
+		{"fresh_scores: the same scores all in band 0", fresh, cat(gaps(8), []float64{50, nan(), 50, nan(), 150}), 20, 10},
+		{"ticks without gaps count as fresh scores", ticks, cat(low(20), repeat(150, 3)), 22, 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+			cal := closedLoopCalIn(tc.unit)
+			r := newRigCal(t, closedLoopConfig(), cal)
 			r.armGate()
 			trip := -1
 			var d Decision
-			fresh := 0
+			n := 0 // ticks or fresh scores since arming, as the unit counts
 			for i, x := range tc.scores {
 				d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy] = x })
-				if want := closedLoopCal().ClosedLoop.Bands[bandAt(closedLoopCal().ClosedLoop.Bands, fresh)].Threshold; d.State == Running && r.g.ThresholdNow() != want {
-					t.Fatalf("tick %d (fresh score %d): ThresholdNow %v, want %v", i, fresh, r.g.ThresholdNow(), want)
+				if want := cal.ClosedLoop.Bands[bandAt(cal.ClosedLoop.Bands, n)].Threshold; d.State == Running && r.g.ThresholdNow() != want {
+					t.Fatalf("tick %d (%d %s): ThresholdNow %v, want %v", i, n, cal.ClosedLoop.Unit(), r.g.ThresholdNow(), want)
 				}
-				if !math.IsNaN(x) {
-					fresh++
+				if tc.unit == BandTicks || !math.IsNaN(x) {
+					n++
 				}
 				if d.State == Stopped {
 					trip = i
@@ -398,8 +487,12 @@ func TestClosedLoopBandSwitching(t *testing.T) {
 			if trip < 0 {
 				return
 			}
-			if d.Reason.Kind != KindEnergy || d.Reason.Threshold != tc.thr || !strings.Contains(d.Reason.Message, "closed-loop band") {
-				t.Fatalf("reason %+v", d.Reason)
+			u := "fresh scores since arming"
+			if tc.unit == BandTicks {
+				u = "running ticks since arming"
+			}
+			if d.Reason.Kind != KindEnergy || d.Reason.Threshold != tc.thr || !strings.Contains(d.Reason.Message, "closed-loop band from") || !strings.Contains(d.Reason.Message, u) {
+				t.Fatalf("reason %+v, want the band in %s", d.Reason, u)
 			}
 			if evs := r.drain(); len(evs) == 0 || evs[0].Type != EventTrip || evs[0].Reason.Threshold != tc.thr {
 				t.Fatalf("events %+v", evs)
@@ -410,9 +503,15 @@ func TestClosedLoopBandSwitching(t *testing.T) {
 
 // While stopped — before arming, after a trip or a stop — the gate uses the
 // start band, for its rule and for the reset check; an accepted reset
-// starts counting fresh scores again.
+// starts counting ticks (or fresh scores) again.
 func TestClosedLoopStoppedUsesStartBand(t *testing.T) {
-	r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+	for _, unit := range []BandUnit{"", BandTicks} {
+		t.Run(fmt.Sprintf("band_unit %q", unit), func(t *testing.T) { testClosedLoopStoppedUsesStartBand(t, unit) })
+	}
+}
+
+func testClosedLoopStoppedUsesStartBand(t *testing.T, unit BandUnit) {
+	r := newRigCal(t, closedLoopConfig(), closedLoopCalIn(unit))
 	if th := r.g.Thresholds(); len(th) != 1 || th[0].Source != "calibration.closed_loop" || th[0].Value != 10 || len(th[0].Bands) != 2 {
 		t.Fatalf("thresholds %+v", th)
 	}
@@ -424,7 +523,7 @@ func TestClosedLoopStoppedUsesStartBand(t *testing.T) {
 		r.tick(nil)
 	}
 	if got := r.g.ThresholdNow(); got != 100 {
-		t.Fatalf("after 25 fresh scores: ThresholdNow %v, want 100", got)
+		t.Fatalf("after 25 ticks with fresh scores: ThresholdNow %v, want 100", got)
 	}
 	if err := r.g.Stop(context.Background(), "tester", "test"); err != nil {
 		t.Fatal(err)
@@ -493,7 +592,8 @@ func TestThresholdAt(t *testing.T) {
 	}
 }
 
-// Replay with bands counts fresh scores from the start and from each trip.
+// Replay with bands counts fresh scores (ticks, for bands in ticks) from the
+// start and from each trip.
 func TestReplayBands(t *testing.T) {
 	th := Threshold{Score: ScoreEnergy, Value: math.NaN(), // not used with bands
 		Bands: []Band{{From: 0, Mean: 1, Std: 1, Threshold: 10}, {From: 3, Mean: 1, Std: 1, Threshold: 100}}}
@@ -517,6 +617,32 @@ func TestReplayBands(t *testing.T) {
 			}
 		})
 	}
+	// In ticks every entry counts, NaN or not.
+	ticks := th
+	ticks.BandUnit = BandTicks
+	tickCases := []struct {
+		name  string
+		trace []float64
+		want  []int
+	}{
+		{"band 0 trips", []float64{50, 50}, []int{1}},
+		{"NaN advances: band 1", []float64{1, nan(), nan(), 1, 50, 50}, nil},
+		{"a NaN tick moves the second 50 into band 1", []float64{nan(), 1, 50, 50}, nil},
+		{"band 0 with a gap", []float64{50, nan(), 50}, []int{2}},
+		{"restart after a trip, the gap counted", []float64{50, 50, nan(), 50, 50}, []int{1, 4}},
+	}
+	for _, tc := range tickCases {
+		t.Run("ticks: "+tc.name, func(t *testing.T) {
+			got, err := Replay(rc, ticks, tc.trace)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("trips %v (%v), want %v", got, err, tc.want)
+			}
+		})
+	}
+	ticks.BandUnit = "seconds"
+	if _, err := Replay(rc, ticks, nil); err == nil || !strings.Contains(err.Error(), `threshold.band_unit: got "seconds"`) {
+		t.Fatalf("bad unit: %v", err)
+	}
 	bad := th
 	bad.Bands = []Band{{From: 1, Std: 1, Threshold: 10}}
 	if _, err := Replay(rc, bad, nil); err == nil || !strings.Contains(err.Error(), "threshold.bands[0].from") {
@@ -535,7 +661,13 @@ func TestThresholdsCopyBands(t *testing.T) {
 }
 
 func TestClosedLoopTickAllocatesNothing(t *testing.T) {
-	r := newRigCal(t, closedLoopConfig(), closedLoopCal())
+	for _, unit := range []BandUnit{"", BandTicks, BandFreshScores} {
+		t.Run(fmt.Sprintf("band_unit %q", unit), func(t *testing.T) { testClosedLoopTickAllocatesNothing(t, unit) })
+	}
+}
+
+func testClosedLoopTickAllocatesNothing(t *testing.T, unit BandUnit) {
+	r := newRigCal(t, closedLoopConfig(), closedLoopCalIn(unit))
 	r.arm.record = false
 	r.armGate()
 	in := r.next()
@@ -584,6 +716,58 @@ func TestClosedLoopJSON(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("Validate does not name %s: %v", k, err)
 		}
+	}
+}
+
+// band_unit: absent (a bundle calibrated before the key) means fresh
+// scores, FitClosedLoop writes ticks, and Validate refuses anything else
+// with one line naming the value and the choices.
+func TestClosedLoopBandUnit(t *testing.T) {
+	const head = `{"score": "energy", "alpha": 0.1, "rule": {"kind": "n_of_m", "n": 3, "m": 5}, "q": 2, `
+	const bands = `"bands": [{"from": 0, "mean": 6, "std": 2, "threshold": 10}]}`
+	cases := []struct {
+		name string
+		json string
+		unit BandUnit // Unit(); "" when Validate must refuse
+	}{
+		{"absent", head + bands, BandFreshScores},
+		{"ticks", head + `"band_unit": "ticks", ` + bands, BandTicks},
+		{"fresh_scores", head + `"band_unit": "fresh_scores", ` + bands, BandFreshScores},
+		{"unknown", head + `"band_unit": "seconds", ` + bands, ""},
+		{"wrong case", head + `"band_unit": "Ticks", ` + bands, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var cl ClosedLoop
+			if err := jsonUnmarshalStrict([]byte(tc.json), &cl); err != nil {
+				t.Fatal(err)
+			}
+			err := cl.Validate()
+			if tc.unit == "" {
+				want := fmt.Sprintf(`safety: calibration.closed_loop.band_unit: got %q, expected "ticks" (running control ticks since arming) or "fresh_scores"`, cl.BandUnit)
+				if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("Validate: %v, want one line starting %q", err, want)
+				}
+				if _, err := New(newFakeArm(), closedLoopConfig(), &Calibration{ClosedLoop: &cl}, Options{}); err == nil || !strings.Contains(err.Error(), "band_unit") {
+					t.Fatalf("New accepted band_unit %q: %v", cl.BandUnit, err)
+				}
+				return
+			}
+			if err != nil || cl.Unit() != tc.unit {
+				t.Fatalf("Unit() %q, Validate %v; want %q", cl.Unit(), err, tc.unit)
+			}
+			data, err := json.Marshal(&cl)
+			if err != nil || strings.Contains(string(data), "band_unit") != (cl.BandUnit != "") {
+				t.Fatalf("written back as %s (%v)", data, err)
+			}
+		})
+	}
+	fitted, err := FitClosedLoop([][]float64{{1, 3}, {3, 1}, {2, 4}, {3, 2.5}}, ClosedLoopOptions{Alpha: 0.5, N: 1, M: 1, MinBandSamples: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := json.Marshal(fitted); !strings.Contains(string(data), `"band_unit":"ticks"`) {
+		t.Fatalf("FitClosedLoop writes %s", data)
 	}
 }
 

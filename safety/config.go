@@ -321,11 +321,15 @@ type Threshold struct {
 	// Bands make the threshold time-varying (calibration.closed_loop):
 	// sorted by From, the first From 0. Nil: the fixed Value.
 	Bands []Band
+	// BandUnit is what the bands' From counts since arming: BandTicks or
+	// BandFreshScores ("" counts fresh scores too).
+	BandUnit BandUnit
 }
 
-// At returns the trip level for a score that is the n-th fresh score since
-// the gate was armed (n from 0): the threshold of the last band whose From
-// is at or below n, or Value without bands. It allocates nothing.
+// At returns the trip level at n (from 0) since the gate was armed, n
+// counted in BandUnit — running ticks, or fresh scores: the threshold of the
+// last band whose From is at or below n, or Value without bands. It
+// allocates nothing.
 func (t Threshold) At(n int) float64 {
 	if len(t.Bands) == 0 {
 		return t.Value
@@ -404,7 +408,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 				errs = append(errs, err)
 				continue
 			}
-			t.Bands = slices.Clone(cl.Bands)
+			t.Bands, t.BandUnit = slices.Clone(cl.Bands), cl.Unit()
 			t.Value, t.Source = t.Bands[0].Threshold, "calibration.closed_loop"
 		case cal != nil && cal.Recommended.Score == s.Name && isFinite(cal.Recommended.Threshold):
 			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"+note

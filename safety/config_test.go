@@ -135,6 +135,11 @@ func TestResolveThresholds(t *testing.T) {
 		c.ClosedLoop = &ClosedLoop{Score: score, Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}
 		return &c
 	}
+	withUnit := func(unit BandUnit) *Calibration {
+		c := withCL("energy", 3, 5, bands)
+		c.ClosedLoop.BandUnit = unit
+		return c
+	}
 	nOfM := func(n, m int) RuleConfig { return RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}} }
 	cases := []struct {
 		name   string
@@ -144,11 +149,16 @@ func TestResolveThresholds(t *testing.T) {
 		errHas string
 	}{
 		{"closed loop takes precedence", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"closed loop for a listed score", EnergyConfig{Scores: []ScoreConfig{{Name: "energy"}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"closed loop picks the score", EnergyConfig{Rule: nOfM(3, 5)}, withCL("centered_energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreCentered, Value: 3, Source: "calibration.closed_loop", Bands: bands}}, ""},
+			[]Threshold{{Score: ScoreCentered, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"closed loop in ticks", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(BandTicks),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandTicks}}, ""},
+		{"closed loop in fresh scores", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(BandFreshScores),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"closed loop in an unknown unit", EnergyConfig{Rule: nOfM(3, 5)}, withUnit("seconds"), nil, `calibration.closed_loop.band_unit: got "seconds"`},
 		{"override beats closed loop", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(5)}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
 			[]Threshold{{Score: ScoreEnergy, Value: 5, Source: "config"}}, ""},
 		{"closed loop on another score", EnergyConfig{Scores: []ScoreConfig{{Name: "energy"}}, Rule: nOfM(3, 5)}, withCL("centered_energy", 3, 5, bands),

@@ -19,7 +19,8 @@
 // noise: n_of_m (trip when N of the last M fresh scores exceed the
 // threshold; default 3 of 5) or cusum (a one-sided CUSUM of the exceedance).
 // A calibration's ClosedLoop block makes the threshold time-varying: bands
-// indexed by the number of fresh scores since the gate was armed, fitted by
+// indexed by the running ticks since the gate was armed (BandTicks; fresh
+// scores, BandFreshScores, for calibrations without band_unit), fitted by
 // FitClosedLoop (split conformal) so that a fresh in-distribution episode
 // trips the n-of-m rule with probability at most its alpha; while stopped the
 // gate uses the start band.

@@ -125,6 +125,7 @@ type Guard struct {
 	gen         uint64    // bumped by every latch and operator stop
 	rules       []rule    // one per threshold
 	fresh       []int     // per threshold: fresh scores observed while running since the last accepted reset
+	armedTicks  int       // running ticks since the last accepted reset (every score's, fresh or not)
 	thrNow      []float64 // per threshold: the threshold in effect at the latest tick
 	lastScore   [NumScores]time.Time
 	haveTick    bool
@@ -230,10 +231,11 @@ func (g *Guard) Thresholds() []Threshold {
 
 // ThresholdNow returns the first monitored score's threshold in effect at
 // the latest tick (before the first tick: the start band's): with
-// closed-loop bands, while running, the band of the number of fresh scores
-// observed since the gate was armed; while stopped, band 0. NaN when no
-// score is monitored. It allocates nothing and is safe from any goroutine,
-// the control loop's included (between its Ticks).
+// closed-loop bands, while running, the band of the running ticks (or, for
+// a calibration in fresh scores, the fresh scores) since the gate was
+// armed; while stopped, band 0. NaN when no score is monitored. It
+// allocates nothing and is safe from any goroutine, the control loop's
+// included (between its Ticks).
 func (g *Guard) ThresholdNow() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -379,6 +381,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 				r.reset()
 				g.fresh[i] = 0
 			}
+			g.armedTicks = 0
 			g.lim.reset()
 			g.counters.Resets++
 			evs[nev] = Event{Type: EventReset, Time: in.Now, Tick: in.Tick, Reason: cleared, Actor: req.actor}

@@ -2,6 +2,7 @@ package safety
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 )
@@ -87,9 +88,11 @@ func (r *cusum) setThreshold(x float64) { r.threshold = x }
 // rate on in-distribution episodes and the detection delay on OOD ones, and
 // to pick a threshold for the rule rather than for single samples.
 //
-// With th.Bands (a closed-loop calibration) the trace starts at arming: the
-// k-th fresh score since the start, or since the last trip, is compared
-// with th.At(k), as the running gate does; th.Value is then not used.
+// With th.Bands (a closed-loop calibration) the trace starts at arming, one
+// entry per running tick: a fresh score is compared with th.At(k), k being
+// the ticks (th.BandUnit BandTicks) or the fresh scores (BandFreshScores)
+// before it since the start or since the last trip, as the running gate
+// does; th.Value is then not used.
 func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 	cfg := Config{Energy: EnergyConfig{Rule: rc}}
 	v := th.Value
@@ -108,6 +111,9 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 	}
 	if th.Bands != nil {
 		errs = append(errs, bandProblems("threshold.bands", th.Bands)...)
+		if th.BandUnit != "" && !th.BandUnit.valid() {
+			errs = append(errs, fmt.Errorf("safety: threshold.band_unit: got %q, expected %q or %q", th.BandUnit, BandTicks, BandFreshScores))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -119,9 +125,13 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 		r = newNOfM(th.Value, rc.NOfM.N, rc.NOfM.M)
 	}
 	var trips []int
-	k := 0 // fresh scores since the start or the last trip
+	ticks := th.BandUnit == BandTicks
+	k := 0 // ticks or fresh scores since the start or the last trip
 	for i, x := range trace {
 		if math.IsNaN(x) {
+			if ticks {
+				k++
+			}
 			continue
 		}
 		r.setThreshold(th.At(k))

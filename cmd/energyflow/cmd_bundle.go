@@ -89,12 +89,23 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		if cl := c.ClosedLoop; cl != nil {
 			fmt.Fprintf(w, "ok    calibration: closed-loop, used by the energy stop (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
 				cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
+			unit := bandUnitText(cl.Unit())
+			switch cl.BandUnit {
+			case engines.BandUnitTicks:
+				fmt.Fprintf(w, "        bands by %s since arming (band_unit %s)\n", unit, cl.BandUnit)
+			default:
+				how := "band_unit " + cl.BandUnit
+				if cl.BandUnit == "" {
+					how = "no band_unit: calibrated before it existed"
+				}
+				fmt.Fprintf(w, "        bands by %s since arming (%s): they shift with the scorer's throughput — rerun `energyflow sim calibrate` to count running ticks\n", unit, how)
+			}
 			for i, b := range cl.Bands {
 				to := "on"
 				if i+1 < len(cl.Bands) {
 					to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
 				}
-				fmt.Fprintf(w, "        scores %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", b.From, to, b.Threshold, b.Mean, b.Std)
+				fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, b.Mean, b.Std)
 			}
 			fmt.Fprintf(w, "        held-out windows (the fallback under another rule): stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
 		} else {

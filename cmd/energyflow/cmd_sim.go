@@ -441,8 +441,10 @@ type evalResult struct {
 	MeanScore   *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
 
 	inferMs []float64 // every inference latency, for the cell's quantiles
-	// trace is the energy of every fresh score on a RUNNING tick, in order:
-	// what the gate's rule observes once armed (sim calibrate fits on it).
+	// trace has one entry per RUNNING tick since the gate armed, in order:
+	// the energy of its fresh score, NaN where the tick had none. Its index
+	// is the gate's count of running ticks since arming, its finite entries
+	// what the rule observes (sim calibrate fits on it).
 	trace []float64
 }
 
@@ -642,13 +644,16 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
 		defer mu.Unlock()
-		if x := sc[safety.ScoreEnergy]; !math.IsNaN(x) {
+		x := sc[safety.ScoreEnergy]
+		if !math.IsNaN(x) {
 			energies = append(energies, x)
-			// The gate counts fresh scores from the tick after the one that
-			// armed it (that tick's score decided the reset, seen while stopped).
-			if d.State == safety.Running && wasRunning {
-				trace = append(trace, x)
-			}
+		}
+		// The gate counts running ticks, and fresh scores, from the tick after
+		// the one that armed it (that tick's score decided the reset, seen
+		// while stopped); every running tick gets an entry, NaN without a
+		// fresh score.
+		if d.State == safety.Running && wasRunning {
+			trace = append(trace, x)
 		}
 		wasRunning = d.State == safety.Running
 		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -141,12 +142,13 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		if err != nil {
 			return fail(fmt.Errorf("episode %d: %w", ep, err))
 		}
-		if len(r.trace) == 0 {
-			return fail(fmt.Errorf("episode %d (seed %d): no fresh energy score on any running tick; nothing written", ep, r.Seed))
+		fresh := freshScores(r.trace)
+		if fresh == 0 {
+			return fail(fmt.Errorf("episode %d (seed %d): no fresh energy score on any of its %d running ticks; nothing written", ep, r.Seed, len(r.trace)))
 		}
 		traces = append(traces, r.trace)
 		results = append(results, r)
-		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace))
+		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d running ticks=%d fresh scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace), fresh)
 	}
 	rule := runtime.DefaultConfig().Safety.Energy.Rule.NOfM
 	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes})
@@ -181,18 +183,45 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	return exitOK
 }
 
+// freshScores counts the fresh scores of a per-tick trace (its finite
+// entries; NaN: a running tick without one).
+func freshScores(trace []float64) int {
+	n := 0
+	for _, x := range trace {
+		if !math.IsNaN(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// bandUnitText names what the bands' From counts, for the printouts.
+func bandUnitText(unit string) string {
+	if unit == engines.BandUnitTicks {
+		return "running ticks"
+	}
+	return "fresh scores"
+}
+
 // printClosedLoop prints the fitted thresholds and how many calibration
 // episodes each part would have tripped with them.
 func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [][]float64, rule safety.NOfMConfig) {
 	fmt.Fprintf(w, "bundle %s: closed-loop calibration on %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d): %d fit the bands, %d set q\n",
 		bundle, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.FitEpisodes, cl.ConformalEpisodes)
 	fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
+	ticks, fresh := 0, 0
+	for _, tr := range traces {
+		ticks += len(tr)
+		fresh += freshScores(tr)
+	}
+	fmt.Fprintf(w, "bands by %s since arming (band_unit %s); %d fresh scores on %d running ticks (%.2f per tick)\n",
+		bandUnitText(string(cl.Unit())), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
 	for i, b := range cl.Bands {
 		to := "on"
 		if i+1 < len(cl.Bands) {
 			to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
 		}
-		fmt.Fprintf(w, "  scores %d %s since arming: mean %.6g std %.4g threshold %.6g\n", b.From, to, b.Mean, b.Std, b.Threshold)
+		fmt.Fprintf(w, "  %s %d %s since arming: mean %.6g std %.4g threshold %.6g\n", bandUnitText(string(cl.Unit())), b.From, to, b.Mean, b.Std, b.Threshold)
 	}
 	fit, conf := 0, 0
 	for i, tr := range traces {
@@ -211,7 +240,7 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 // tripsWithBands replays one trace through the n-of-m rule with the fitted
 // band thresholds.
 func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float64) bool {
-	th := safety.Threshold{Score: safety.ScoreEnergy, Value: cl.Bands[0].Threshold, Bands: cl.Bands}
+	th := safety.Threshold{Score: safety.ScoreEnergy, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit()}
 	trips, err := safety.Replay(safety.RuleConfig{Kind: safety.RuleNOfM, NOfM: rule}, th, trace)
 	return err == nil && len(trips) > 0
 }
@@ -235,7 +264,7 @@ func writeClosedLoop(bundle string, cl *safety.ClosedLoop) error {
 // placeholder closed-loop calibration: a manifest that could not take one
 // fails before any episode is driven.
 func checkCalibratable(bundle string) error {
-	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1,
+	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks,
 		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
 		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}})
 	return err

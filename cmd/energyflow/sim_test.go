@@ -373,7 +373,7 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatalf("sim calibrate exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{"closed-loop calibration on 4 level-0 episodes of button-press (seeds 2000–2003", "2 fit the bands, 2 set q",
-		"alpha 0.5", "since arming", "wrote calibration.closed_loop"} {
+		"alpha 0.5", "bands by running ticks since arming (band_unit ticks)", "running ticks 0 ", "wrote calibration.closed_loop"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -387,7 +387,8 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatalf("no calibration.closed_loop written:\n%s", out.String())
 	}
 	cl := cal.ClosedLoop
-	if cl.Alpha != 0.5 || cl.Task != "button-press" || cl.Episodes != 4 || cl.Seeds != [2]int{2000, 2003} || len(cl.Bands) == 0 || cl.Bands[0].From != 0 {
+	if cl.Alpha != 0.5 || cl.Task != "button-press" || cl.Episodes != 4 || cl.Seeds != [2]int{2000, 2003} || len(cl.Bands) == 0 || cl.Bands[0].From != 0 ||
+		cl.BandUnit != engines.BandUnitTicks {
 		t.Errorf("closed_loop = %+v", cl)
 	}
 	if cal.Recommended != before.Manifest.Calibration.Recommended || after.Manifest.Name != before.Manifest.Name {
