@@ -1,4 +1,4 @@
-"""Command line: ``python -m energyflow {train,export,calibrate,threshold,sample,inspect,fixtures,bench,probe}``.
+"""Command line: ``python -m energyflow {train,export,calibrate,threshold,state-term,sample,inspect,fixtures,bench,probe}``.
 
 ``--policy energyflow`` (default) or ``--policy diffusion`` (the Diffusion
 Policy baseline, :mod:`energyflow.diffusion`) selects the kind for ``train``,
@@ -229,6 +229,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     summary["graphs"] = {}
     for g, spec in man["graphs"].items():
         summary["graphs"][g] = {"file": spec["file"], "ops": graph_ops(Path(args.bundle) / spec["file"])}
+    se = man.get("state_energy")
+    if se:  # the state term (energyflow state-term): its own block, not one of the policy's graphs
+        summary["state_energy"] = {"file": se["graph"], "ops": graph_ops(Path(args.bundle) / se["graph"]),
+                                   **{k: se[k] for k in ("reading", "sigmas", "calibration")}}
     summary["calibration"] = man.get("calibration")
     summary["model"] = man.get("model")
     summary["hashes_ok"] = True
@@ -247,6 +251,12 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
                         policy=args.policy, energy_head=args.energy_head)
     print(json.dumps(res, indent=1))
     return 0
+
+
+def cmd_state_term(args: argparse.Namespace) -> int:
+    from .state_term import state_term_main
+
+    return state_term_main(args)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -344,6 +354,25 @@ def build_parser() -> argparse.ArgumentParser:
     th.add_argument("--value", type=float, required=True)
     th.add_argument("--rule", required=True, help="how the value was chosen (kept in the manifest)")
     th.set_defaults(func=cmd_threshold)
+
+    se = sub.add_parser("state-term", help="train the state term g(s) (energy.md section 4) for a state bundle: "
+                                           "state_energy.onnx + the manifest's state_energy block")
+    se.add_argument("--bundle", required=True, help="an energyflow or diffusion bundle (its cond layout and norms)")
+    se.add_argument("--data", required=True, help="HDF5 demonstrations (every step of every demo is used)")
+    se.add_argument("--steps", type=int, default=4000, help="training steps (4000)")
+    se.add_argument("--sigmas", type=int, default=8, help="number of log-spaced noise levels (8)")
+    se.add_argument("--sigma-min", type=float, default=0.05)
+    se.add_argument("--sigma-max", type=float, default=3.0)
+    se.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP hidden widths (256 256)")
+    se.add_argument("--batch-size", type=int, default=256)
+    se.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate, cosine decay (1e-3)")
+    se.add_argument("--val-fraction", type=float, default=0.1,
+                    help="held-out demos for the reading's mean/std and the calibration (same split as train)")
+    se.add_argument("--split-seed", type=int, default=0, help="split seed (train --seed)")
+    se.add_argument("--seed", type=int, default=0, help="initialization and noise seed")
+    se.add_argument("--threads", type=int, default=1, help="torch CPU threads (1)")
+    se.add_argument("--quiet", action="store_true", help="no progress lines")
+    se.set_defaults(func=cmd_state_term)
 
     s = sub.add_parser("sample", help="run the reference sampler (ONNX Runtime) on a bundle "
                                       "(Algorithm 2, or DDIM for diffusion bundles)")

@@ -1,0 +1,330 @@
+"""Offline comparison of out-of-distribution scores on the bundle's cond, on the same states.
+
+    OMP_NUM_THREADS=1 .venv/bin/python training/scripts/ood_compare.py --bundle bundles/metaworld-button-press \
+        --data build/demos/button-press.hdf5 --task button-press [--episodes 20] [--seed 1000] [--json FILE]
+
+States: Meta-World's scripted expert (the policy that recorded the
+demonstrations, ``sim.record``) at OOD levels 0/S/M/L (``sim.ood``) on fresh
+scene seeds (episode i: seed --seed+i), in-process (``sim.world.World``, no
+bridge), each episode run to its success plus --extra-steps (as the
+recorder keeps) or --max-steps. Each step's cond is built with the bundle's
+normalization exactly as for the demonstrations (``state_term.step_conds``:
+history of T_o states, the first frame repeated at the start).
+
+Scores (higher = more out of distribution), each fitted on every step of the
+training demos and thresholded at the q99.9 of every step of the held-out
+demos (the toolkit's by-demo split, --val-fraction/--split-seed):
+
+(a) ``g``: the state term read as max over σ of per-σ z-scores
+    (``energyflow.state_term``), through the exported ``state_energy.onnx``
+    on ONNX Runtime. Taken from the bundle when its manifest has a
+    ``state_energy`` block, else trained here with the CLI's defaults.
+(b) ``mahalanobis``: distance of cond to the training steps' mean under
+    their covariance (+ ``--ridge`` on the diagonal: cond has constant and
+    duplicated dimensions).
+(c) ``rnd``: random network distillation on cond, as FIPER's observation
+    score (Römer et al., NeurIPS 2025, "RND-OE"): a fixed random MLP target,
+    a trained predictor, the squared prediction error as the score.
+    Reproduced: RND on the policy's input, trained on the demonstrations only,
+    thresholded at a quantile of in-distribution scores. Not reproduced:
+    FIPER runs RND on the policy's learned observation *embedding* (here the
+    standardized cond itself: the bundle's state encoder is inside the
+    policy graph), its action-chunk entropy (ACE) score, the conformal
+    calibration on successful *rollouts*, the aggregation over a sliding
+    window and the alarm when both scores exceed their thresholds. So this
+    compares OOD detectors of the state, not FIPER's failure predictor.
+
+Reported: per-step AUROC of level S/M/L steps vs level-0 steps with a 95 %
+interval (bootstrap over episodes), episode AUROC (each episode's max over
+its first --first steps), the fraction of level-0 steps above the held-out
+q99.9, and absurd states against the q99.9.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "training")]
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from scipy.stats import rankdata  # noqa: E402
+
+LEVELS = ("0", "S", "M", "L")
+
+
+# ---------------------------------------------------------------------------
+# rollouts of the scripted expert
+# ---------------------------------------------------------------------------
+def expert_episodes(task: str, level: str, seeds, max_steps: int, extra_steps: int):
+    """Raw states [L, 39] of each expert episode (obs_t before action t, as sim.record keeps them)."""
+    from sim.world import World, expert_policy
+
+    w = World(task, camera_size=None)
+    pol = expert_policy(task)
+    out = []
+    for s in seeds:
+        obs = w.reset(task, level, int(s))
+        states = []
+        while True:
+            states.append(np.asarray(obs, np.float32))
+            a = np.clip(np.asarray(pol.get_action(obs.astype(np.float64)), np.float32), -1, 1)
+            r = w.step(a)
+            obs = r.obs
+            if w.success_step is not None and w.step_count >= w.success_step + extra_steps:
+                break
+            if r.truncated or w.step_count >= max_steps:
+                break
+        out.append({"seed": int(s), "states": np.stack(states), "success": bool(w.success)})
+    w.close()
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the three scores
+# ---------------------------------------------------------------------------
+class StateEnergyScore:
+    """(a) g read as max-σ z, through state_energy.onnx on ONNX Runtime."""
+
+    name = "g (max-sigma z)"
+
+    def __init__(self, path: Path) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        self.sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+    def __call__(self, cond: np.ndarray) -> np.ndarray:
+        out = [self.sess.run(["state_energy"], {"cond": cond[i:i + 4096]})[0] for i in range(0, len(cond), 4096)]
+        return np.concatenate(out).astype(np.float64)
+
+
+class Mahalanobis:
+    """(b) sqrt((x-mu)^T (Sigma + ridge I)^-1 (x-mu)), fitted on the training steps."""
+
+    name = "Mahalanobis"
+
+    def __init__(self, x: np.ndarray, ridge: float) -> None:
+        x = np.asarray(x, np.float64)
+        self.mu = x.mean(0)
+        cov = np.cov(x, rowvar=False) + ridge * np.eye(x.shape[1])
+        self.prec = np.linalg.inv(cov)
+
+    def __call__(self, cond: np.ndarray) -> np.ndarray:
+        d = np.asarray(cond, np.float64) - self.mu
+        return np.sqrt(np.einsum("ni,ij,nj->n", d, self.prec, d))
+
+
+def _mlp(d_in: int, widths) -> nn.Sequential:
+    layers, d = [], d_in
+    for w in widths[:-1]:
+        layers += [nn.Linear(d, w), nn.SiLU()]
+        d = w
+    layers.append(nn.Linear(d, widths[-1]))
+    return nn.Sequential(*layers)
+
+
+class RND:
+    """(c) random network distillation: |predictor(x) - target(x)|^2 / K, the target fixed at random init."""
+
+    name = "RND"
+
+    def __init__(self, x: np.ndarray, steps: int, seed: int, batch: int = 256, lr: float = 1e-3) -> None:
+        torch.manual_seed(seed)
+        d = x.shape[1]
+        self.target = _mlp(d, (256, 256, 128)).eval()
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+        self.pred = _mlp(d, (256, 256, 256, 128))
+        opt = torch.optim.AdamW(self.pred.parameters(), lr=lr, weight_decay=1e-4)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+        xt = torch.from_numpy(np.asarray(x, np.float32))
+        gen = torch.Generator().manual_seed(seed)
+        t0 = time.time()
+        for _ in range(steps):
+            b = xt[torch.randint(0, len(xt), (batch,), generator=gen)]
+            loss = ((self.pred(b) - self.target(b)) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+        self.pred.eval()
+        self.seconds = time.time() - t0
+
+    @torch.no_grad()
+    def __call__(self, cond: np.ndarray) -> np.ndarray:
+        c = torch.from_numpy(np.asarray(cond, np.float32))
+        return ((self.pred(c) - self.target(c)) ** 2).mean(-1).double().numpy()
+
+
+# ---------------------------------------------------------------------------
+# statistics
+# ---------------------------------------------------------------------------
+def auroc(neg: np.ndarray, pos: np.ndarray) -> float:
+    """P(pos > neg) + ½ P(tie) (Mann-Whitney)."""
+    r = rankdata(np.concatenate([neg, pos]))
+    n0, n1 = len(neg), len(pos)
+    return float((r[n0:].sum() - n1 * (n1 + 1) / 2) / (n0 * n1))
+
+
+def boot_auroc(neg_eps, pos_eps, reps: int, rng) -> tuple:
+    """AUROC of the pooled steps and its 95 % interval, resampling whole episodes in each group."""
+    point = auroc(np.concatenate(neg_eps), np.concatenate(pos_eps))
+    vals = []
+    for _ in range(reps):
+        i = rng.integers(0, len(neg_eps), len(neg_eps))
+        j = rng.integers(0, len(pos_eps), len(pos_eps))
+        vals.append(auroc(np.concatenate([neg_eps[k] for k in i]), np.concatenate([pos_eps[k] for k in j])))
+    lo, hi = np.quantile(vals, [0.025, 0.975])
+    return point, float(lo), float(hi)
+
+
+def fmt_ci(t) -> str:
+    return f"{t[0]:.3f} [{t[1]:.2f}, {t[2]:.2f}]"
+
+
+# ---------------------------------------------------------------------------
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bundle", required=True, help="bundle giving the cond layout and norms (read only)")
+    p.add_argument("--data", required=True, help="the demonstrations (HDF5, read only)")
+    p.add_argument("--task", required=True)
+    p.add_argument("--episodes", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1000, help="first scene seed (fresh: the demos used 0..)")
+    p.add_argument("--max-steps", type=int, default=200)
+    p.add_argument("--extra-steps", type=int, default=10, help="steps kept after the first success (sim.record's 10)")
+    p.add_argument("--first", type=int, default=60, help="episode score = max over the first N steps")
+    p.add_argument("--val-fraction", type=float, default=0.1)
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="g training steps when the bundle has no state_energy "
+                                                           "block (state-term's default)")
+    p.add_argument("--rnd-steps", type=int, default=3000)
+    p.add_argument("--ridge", type=float, default=1e-3, help="Mahalanobis: added to the covariance diagonal")
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--train-seed", type=int, default=0)
+    p.add_argument("--json", default="")
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+
+    from energyflow import state_term as st
+    from energyflow.bundle import read_manifest
+    from energyflow.data import Demo, load_hdf5, split_demos
+
+    man = read_manifest(a.bundle)
+    demos, _ = load_hdf5(a.data, [o["name"] for o in man["obs"] if o["kind"] == "state"])
+    block = man.get("state_energy")
+    if block:  # score against the split the bundle's g was calibrated on
+        a.val_fraction, a.split_seed = block["train"]["val_fraction"], block["train"]["split_seed"]
+    train_demos, held = split_demos(demos, a.val_fraction, a.split_seed)
+    tr, _ = st.step_conds(train_demos, man)
+    va, _ = st.step_conds(held, man)
+
+    t0 = time.time()
+    tmp = tempfile.TemporaryDirectory()
+    if block:
+        g_path, g_note = Path(a.bundle) / block["graph"], f"the bundle's state_energy.onnx ({block['train']['steps']} steps)"
+    else:
+        cfg = st.StateTermConfig(seed=a.train_seed, **({"steps": a.steps} if a.steps else {}))
+        reading, rec, _, _ = st.fit_state_term(man, demos, cfg, a.val_fraction, a.split_seed)
+        g_path = Path(tmp.name) / st.GRAPH_FILE
+        st.export_state_energy(reading, g_path)
+        g_note = f"trained here, {cfg.steps} steps in {rec['seconds']:.0f} s"
+    scores = {"g": StateEnergyScore(g_path), "mahalanobis": Mahalanobis(tr, a.ridge)}
+    rnd = RND(tr, a.rnd_steps, a.train_seed)
+    scores["rnd"] = rnd
+    names = {"g": "g max-sigma z", "mahalanobis": "Mahalanobis", "rnd": "RND (FIPER-style)"}
+    thr = {k: float(np.quantile(f(va), 0.999)) for k, f in scores.items()}
+    fit_s = time.time() - t0
+
+    t1 = time.time()
+    seeds = range(a.seed, a.seed + a.episodes)
+    eps = {lv: expert_episodes(a.task, lv, seeds, a.max_steps, a.extra_steps) for lv in LEVELS}
+    roll_s = time.time() - t1
+    skey = next(o["name"] for o in man["obs"] if o["kind"] == "state")
+    per = {}  # level -> score -> list of per-episode step scores
+    for lv in LEVELS:
+        per[lv] = {k: [] for k in scores}
+        for e in eps[lv]:
+            c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
+                                       {skey: e["states"]})], man)
+            for k, f in scores.items():
+                per[lv][k].append(f(c))
+
+    rng = np.random.default_rng(0)
+    res = {"task": a.task, "bundle": str(a.bundle), "g": g_note, "thresholds_q99.9": thr,
+           "levels": {}, "false_alarm": {}, "absurd": {}}
+    lines = [f"{a.task}: bundle {a.bundle}; g: {g_note}; RND {a.rnd_steps} steps in {rnd.seconds:.0f} s",
+             f"fit on every step of {len(train_demos)} training demos ({len(tr)} steps), q99.9 of "
+             f"{len(held)} held-out demos ({len(va)} steps); fit {fit_s:.0f} s, rollouts {roll_s:.0f} s",
+             "expert episodes (seeds %d-%d): " % (a.seed, a.seed + a.episodes - 1) + ", ".join(
+                 f"{lv}: {sum(e['success'] for e in eps[lv])}/{len(eps[lv])} success, "
+                 f"{sum(len(e['states']) for e in eps[lv])} steps" for lv in LEVELS), ""]
+    w = 22
+    for title, key in (("per-step AUROC vs level 0 [95% CI, bootstrap over episodes]", "step"),
+                       (f"episode AUROC vs level 0 (max over the first {a.first} steps) [95% CI]", "episode")):
+        lines.append(title)
+        lines.append(f"{'score':20s}" + "".join(f"{'level ' + lv:{w}s}" for lv in LEVELS[1:]))
+        for k in scores:
+            row = []
+            for lv in LEVELS[1:]:
+                neg, pos = per["0"][k], per[lv][k]
+                if key == "episode":
+                    neg = [np.array([x[:a.first].max()]) for x in neg]
+                    pos = [np.array([x[:a.first].max()]) for x in pos]
+                ci = boot_auroc(neg, pos, a.boot, rng)
+                res["levels"].setdefault(lv, {}).setdefault(k, {})[key] = ci
+                row.append(f"{fmt_ci(ci):{w}s}")
+            lines.append(f"{names[k]:20s}" + "".join(row))
+        lines.append("")
+    lines.append("false alarms: level-0 steps above the held-out q99.9 (episodes with any)")
+    for k in scores:
+        z = per["0"][k]
+        n_over = sum(int((x > thr[k]).sum()) for x in z)
+        n = sum(len(x) for x in z)
+        n_ep = sum(int((x > thr[k]).any()) for x in z)
+        res["false_alarm"][k] = {"steps": n_over, "of": n, "episodes": n_ep}
+        lines.append(f"  {names[k]:20s} {100 * n_over / n:5.2f} % ({n_over}/{n} steps, {n_ep}/{len(z)} episodes); "
+                     f"q99.9 = {thr[k]:.4g}")
+    lines.append("")
+
+    # absurd states
+    st_entry = next(o for o in man["obs"] if o["kind"] == "state")
+    smean = np.asarray(st_entry["norm"]["mean"], np.float32)
+    sstd = np.asarray(st_entry["norm"]["std"], np.float32)
+    T_o, D = int(man["obs_horizon"]), len(smean)
+    zero_state = np.tile((0 - smean) / sstd, T_o)[None].astype(np.float32)
+    zero_cond = np.zeros((1, int(man["cond_dim"])), np.float32)
+    r2 = np.random.default_rng(1)
+    rows = r2.choice(len(va), 500)
+    off = va[rows].copy()
+    for i in range(len(off)):
+        dims = r2.choice(D, 3, replace=False)
+        sign = r2.choice([-1.0, 1.0], 3)
+        for t in range(T_o):
+            off[i, t * D + dims] += 10.0 * sign
+    lines.append("absurd states: score / held-out q99.9 (> 1 trips)")
+    lines.append(f"{'score':20s}{'raw state all 0':18s}{'cond all 0 (mean)':20s}{'10 sd off, 3 dims: tripped (min ratio)'}")
+    for k, f in scores.items():
+        rz, rc = float(f(zero_state)[0] / thr[k]), float(f(zero_cond)[0] / thr[k])
+        ro = f(off) / thr[k]
+        res["absurd"][k] = {"raw_zero": rz, "cond_zero": rc, "off10_tripped": float((ro > 1).mean()),
+                            "off10_min_ratio": float(ro.min())}
+        lines.append(f"{names[k]:20s}{rz:<18.3g}{rc:<20.3g}{100 * (ro > 1).mean():.1f} % ({ro.min():.3g})")
+    print("\n".join(lines))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
