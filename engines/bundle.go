@@ -170,10 +170,14 @@ func (b *Bundle) Path(name string) string {
 }
 
 // GraphSpec returns what a Backend needs to open one of the bundle's graphs
-// (GraphEnergyGrad or GraphVision): the ONNX path, the contract's inputs and
+// (GraphEnergyGrad, GraphEps, GraphVision, or GraphStateEnergy when the
+// bundle has the state term): the ONNX path, the contract's inputs and
 // outputs in binding order, and the manifest's TensorRT plans for it.
 func (b *Bundle) GraphSpec(graph string, maxBatch int) (GraphSpec, error) {
 	g, ok := b.Manifest.Graphs[graph]
+	if graph == GraphStateEnergy && b.Manifest.StateEnergy != nil {
+		g, ok = GraphEntry{File: b.Manifest.StateEnergy.Graph}, true
+	}
 	if !ok {
 		return GraphSpec{}, fmt.Errorf("engines: bundle %s has no graph %q", b.Dir, graph)
 	}

@@ -24,6 +24,13 @@
 // builds cond from the observation history as the manifest's
 // "conditioning" says; a VisionEncoder turns images into features for it.
 //
+// A bundle may carry the optional state term (the manifest's "state_energy"
+// block and graph, for either policy kind): a StateTerm maps cond to
+// state_energy, a score of the observation alone that is high far from
+// every demonstration step. A Sampler opens it when present and fills
+// Score.StateEnergy in Score and ScoreObs (Sampler.StateEnergy evaluates it
+// alone).
+//
 // # Ownership
 //
 // Samplers, VisionEncoders and Sessions have one owner each (in the

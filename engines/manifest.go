@@ -33,6 +33,9 @@ const (
 	GraphEnergyGrad = "energy_grad"
 	GraphEps        = "eps"
 	GraphVision     = "vision"
+	// GraphStateEnergy is the optional state term g(s) (state_energy.onnx),
+	// named by the manifest's "state_energy" block rather than "graphs".
+	GraphStateEnergy = "state_energy"
 
 	InputActions  = "a_t"
 	InputCond     = "cond"
@@ -42,6 +45,8 @@ const (
 	OutputEps     = "eps"
 	InputImage    = "image"
 	OutputFeature = "features"
+	// OutputStateEnergy is the state graph's output: state_energy [B].
+	OutputStateEnergy = "state_energy"
 )
 
 // Observation kinds.
@@ -58,7 +63,16 @@ const LayoutHistoryFlat = "history_flat"
 const (
 	ScoreEnergy         = "energy"
 	ScoreCenteredEnergy = "centered_energy"
+	// ScoreStateEnergy is the state term's reading of the observation alone
+	// (the manifest's "state_energy" block): higher = the state is further
+	// from every demonstration step.
+	ScoreStateEnergy = "state_energy"
 )
+
+// ReadingMaxSigmaZ is the only reading of the state term this runtime
+// knows: the maximum over the noise levels σ_j of the z-scores
+// (g(cond, σ_j) − mean_j)/std_j, computed inside the state graph.
+const ReadingMaxSigmaZ = "max_sigma_z"
 
 // Manifest is a parsed manifest.json (docs/bundle.md). LoadBundle validates
 // every field; a Manifest obtained otherwise should be checked with Validate.
@@ -84,7 +98,49 @@ type Manifest struct {
 	Plans            []PlanInfo            `json:"plans,omitempty"`
 	Files            map[string]string     `json:"files"`
 	Model            json.RawMessage       `json:"model,omitempty"`
+	// StateEnergy is the optional state term (nil: the bundle has none and
+	// works exactly as without the key).
+	StateEnergy *StateEnergySpec `json:"state_energy,omitempty"`
 }
+
+// StateEnergySpec is the manifest's optional "state_energy" block, written
+// by the toolkit's `energyflow state-term` (docs/bundle.md): a separate
+// graph that maps cond [B, cond_dim] to state_energy [B], a score of the
+// observation alone (higher = further from every demonstration step). The
+// runtime evaluates the graph; the other fields document it, and
+// Calibration gives the default stop threshold when the score is watched.
+type StateEnergySpec struct {
+	Graph   string `json:"graph"`   // bundle-relative file, listed in "files"
+	Input   string `json:"input"`   // InputCond
+	Output  string `json:"output"`  // OutputStateEnergy
+	Reading string `json:"reading"` // ReadingMaxSigmaZ
+	// Sigmas, Mean and Std are the noise levels σ_j and the per-σ held-out
+	// mean and std of g the graph holds as constants (same length).
+	Sigmas []float64 `json:"sigmas"`
+	Mean   []float64 `json:"mean"`
+	Std    []float64 `json:"std"`
+	// Calibration summarizes state_energy on held-out demonstration steps.
+	Calibration StateEnergyCalibration `json:"calibration"`
+	// Model, Train and ExportCheck are informational records of the
+	// toolkit, kept as raw JSON.
+	Model       json.RawMessage `json:"model,omitempty"`
+	Train       json.RawMessage `json:"train,omitempty"`
+	ExportCheck json.RawMessage `json:"export_check,omitempty"`
+}
+
+// StateEnergyCalibration is state_energy over every step of the held-out
+// demonstrations: Quantiles keyed by percent ("50", "90", "99", "99.9").
+type StateEnergyCalibration struct {
+	Mean      float64            `json:"mean"`
+	Std       float64            `json:"std"`
+	Quantiles map[string]float64 `json:"quantiles"`
+	Max       float64            `json:"max"`
+	N         int                `json:"n"`
+}
+
+// StateEnergyQuantile is the held-out quantile that is the state score's
+// default stop threshold (docs/safety.md).
+const StateEnergyQuantile = "99.9"
 
 // Norm holds per-dimension standardization statistics: x_std = (x-mean)/std.
 type Norm struct {
@@ -192,7 +248,7 @@ type Calibration struct {
 // level-0 episode trips Rule with probability at most Alpha
 // (docs/safety.md).
 type ClosedLoop struct {
-	Score string         `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
+	Score string         `json:"score"` // ScoreEnergy, ScoreCenteredEnergy or ScoreStateEnergy (with the state term)
 	Alpha float64        `json:"alpha"`
 	Rule  ClosedLoopRule `json:"rule"`
 	Q     float64        `json:"q"`
@@ -392,6 +448,7 @@ func (m *Manifest) validate(file string) error {
 	}
 	m.validateReferences(p)
 	m.validateGraphs(p)
+	m.validateStateEnergy(p)
 	m.validateCalibration(p)
 	m.validateFiles(p)
 	return joinProblems(p.errs)
@@ -605,6 +662,12 @@ func (m *Manifest) ExpectedIO(graph string) (in, out []TensorInfo, ok bool) {
 			}, []TensorInfo{
 				{Name: OutputEps, Shape: []int64{-1, tp, da}},
 			}, true
+	case GraphStateEnergy:
+		if m.StateEnergy == nil {
+			return nil, nil, false
+		}
+		return []TensorInfo{{Name: InputCond, Shape: []int64{-1, int64(m.CondDim)}}},
+			[]TensorInfo{{Name: OutputStateEnergy, Shape: []int64{-1}}}, true
 	case GraphVision:
 		for _, o := range m.Obs {
 			if o.Kind == ObsImage && o.Graph == graph && len(o.Shape) == 3 {
@@ -628,6 +691,77 @@ func (m *Manifest) PolicyGraph() string {
 // HasEnergy reports whether the policy has an energy to score actions
 // with (policy energyflow); a diffusion policy has none.
 func (m *Manifest) HasEnergy() bool { return m.Policy != PolicyDiffusion }
+
+// HasStateEnergy reports whether the bundle has the optional state term
+// (the "state_energy" block and graph), for either policy kind.
+func (m *Manifest) HasStateEnergy() bool { return m.StateEnergy != nil }
+
+// validateStateEnergy checks the optional "state_energy" block.
+func (m *Manifest) validateStateEnergy(p *problems) {
+	se := m.StateEnergy
+	if se == nil {
+		return
+	}
+	const f = "state_energy"
+	switch {
+	case se.Graph == "":
+		p.add(f+".graph", "empty, expected the state graph's file name (state_energy.onnx)")
+	case checkRelPath(se.Graph) != "":
+		p.add(f+".graph", "%s", checkRelPath(se.Graph))
+	default:
+		if _, ok := m.Files[se.Graph]; !ok {
+			p.add(f+".graph", "%q is not listed in \"files\", expected every graph file to have a sha256", se.Graph)
+		}
+	}
+	if se.Input != InputCond {
+		p.add(f+".input", "got %q, expected %q (the graph reads the conditioning vector)", se.Input, InputCond)
+	}
+	if se.Output != OutputStateEnergy {
+		p.add(f+".output", "got %q, expected %q", se.Output, OutputStateEnergy)
+	}
+	if se.Reading != ReadingMaxSigmaZ {
+		p.add(f+".reading", "got %q, expected %q (the only reading this runtime knows; update energyflow)", se.Reading, ReadingMaxSigmaZ)
+	}
+	if len(se.Sigmas) == 0 {
+		p.add(f+".sigmas", "empty, expected the noise levels the state term reads")
+	}
+	if len(se.Mean) != len(se.Sigmas) {
+		p.add(f+".mean", "has %d values, expected %d (one per noise level in sigmas)", len(se.Mean), len(se.Sigmas))
+	}
+	if len(se.Std) != len(se.Sigmas) {
+		p.add(f+".std", "has %d values, expected %d (one per noise level in sigmas)", len(se.Std), len(se.Sigmas))
+	}
+	for i, v := range se.Sigmas {
+		if !(v > 0) || !finite(v) {
+			p.add(fmt.Sprintf("%s.sigmas[%d]", f, i), "got %v, expected a finite value > 0", v)
+		}
+	}
+	for i, v := range se.Mean {
+		if !finite(v) {
+			p.add(fmt.Sprintf("%s.mean[%d]", f, i), "got %v, expected a finite number", v)
+		}
+	}
+	for i, v := range se.Std {
+		if !(v > 0) || !finite(v) {
+			p.add(fmt.Sprintf("%s.std[%d]", f, i), "got %v, expected a finite value > 0", v)
+		}
+	}
+	c := se.Calibration
+	if !finite(c.Mean) || !(c.Std >= 0) || !finite(c.Std) || !finite(c.Max) {
+		p.add(f+".calibration", "mean %v, std %v, max %v: expected finite numbers, std ≥ 0", c.Mean, c.Std, c.Max)
+	}
+	if c.N < 1 {
+		p.add(f+".calibration.n", "got %d, expected the number (≥ 1) of held-out steps", c.N)
+	}
+	if q, ok := c.Quantiles[StateEnergyQuantile]; !ok || !finite(q) {
+		p.add(f+".calibration.quantiles", "has no finite %q, expected the held-out quantile the stop threshold defaults to", StateEnergyQuantile)
+	}
+	for _, k := range sortedKeys(c.Quantiles) {
+		if !finite(c.Quantiles[k]) {
+			p.add(f+".calibration.quantiles."+k, "got %v, expected a finite number", c.Quantiles[k])
+		}
+	}
+}
 
 func (m *Manifest) validateGraphs(p *problems) {
 	main, other := m.PolicyGraph(), GraphEps
@@ -713,7 +847,7 @@ func (m *Manifest) validateCalibration(p *problems) {
 	// A bundle calibrated only in closed loop (sim calibrate on a bundle that
 	// never had held-out windows) has no recommendation: the bands are it.
 	if c.ClosedLoop != nil && r == (Recommendation{}) {
-		validateClosedLoop(p, c.ClosedLoop)
+		m.validateClosedLoop(p, c.ClosedLoop)
 		return
 	}
 	if r.Score != ScoreEnergy && r.Score != ScoreCenteredEnergy {
@@ -723,17 +857,23 @@ func (m *Manifest) validateCalibration(p *problems) {
 		p.add("calibration.recommended.threshold", "got %v, expected a finite number", r.Threshold)
 	}
 	if c.ClosedLoop != nil {
-		validateClosedLoop(p, c.ClosedLoop)
+		m.validateClosedLoop(p, c.ClosedLoop)
 	}
 }
 
 // maxRuleWindow is the largest n-of-m window the safety gate supports.
 const maxRuleWindow = 64
 
-func validateClosedLoop(p *problems, c *ClosedLoop) {
+func (m *Manifest) validateClosedLoop(p *problems, c *ClosedLoop) {
 	const f = "calibration.closed_loop"
-	if c.Score != ScoreEnergy && c.Score != ScoreCenteredEnergy {
-		p.add(f+".score", "got %q, expected %q or %q", c.Score, ScoreEnergy, ScoreCenteredEnergy)
+	switch c.Score {
+	case ScoreEnergy, ScoreCenteredEnergy:
+	case ScoreStateEnergy:
+		if m.StateEnergy == nil {
+			p.add(f+".score", "%q, but the bundle has no \"state_energy\" block: recalibrate (energyflow sim calibrate --score energy) or restore the state term", c.Score)
+		}
+	default:
+		p.add(f+".score", "got %q, expected %q, %q or %q", c.Score, ScoreEnergy, ScoreCenteredEnergy, ScoreStateEnergy)
 	}
 	if !(c.Alpha > 0 && c.Alpha < 1) {
 		p.add(f+".alpha", "got %v, expected a value in (0, 1)", c.Alpha)
@@ -801,8 +941,8 @@ func (m *Manifest) validateFiles(p *problems) {
 			p.add(f+".file", "%q is not listed in \"files\"", pl.File)
 		}
 		if pl.Graph != "" {
-			if _, ok := m.Graphs[pl.Graph]; !ok {
-				p.add(f+".graph", "%q is not in \"graphs\"", pl.Graph)
+			if _, ok := m.Graphs[pl.Graph]; !ok && !(pl.Graph == GraphStateEnergy && m.StateEnergy != nil) {
+				p.add(f+".graph", "%q is not in \"graphs\" (nor the \"state_energy\" block's graph)", pl.Graph)
 			}
 		}
 	}

@@ -54,22 +54,32 @@ type SamplerOptions struct {
 	Logger *slog.Logger
 }
 
-// Score is the energy of one action chunk under one conditioning.
+// Score is the energy of one action chunk under one conditioning, and the
+// state term's reading of the conditioning alone.
 type Score struct {
 	Energy         float32 // E(a, cond, γ)
 	RefEnergyMean  float32 // mean over the M reference actions of E(ref_m, cond, γ)
 	CenteredEnergy float32 // Energy − RefEnergyMean (higher = less like the demonstrations)
 	CenteredReward float32 // −CenteredEnergy (paper, centered shaping)
+	// StateEnergy is the state term g of cond (the bundle's optional
+	// "state_energy" graph; higher = the state is further from every
+	// demonstration step), filled by Sampler.Score and ScoreObs. NaN when
+	// the bundle has no state term, and in the results of the Sample
+	// methods, which do not evaluate it.
+	StateEnergy float32
 }
 
-// Value returns the score named by a calibration recommendation
-// (ScoreEnergy or ScoreCenteredEnergy), and false for an unknown name.
+// Value returns the score of the given name (ScoreEnergy,
+// ScoreCenteredEnergy or ScoreStateEnergy, the names of the calibration and
+// of the safety configuration), and false for an unknown name.
 func (s Score) Value(name string) (float32, bool) {
 	switch name {
 	case ScoreEnergy:
 		return s.Energy, true
 	case ScoreCenteredEnergy:
 		return s.CenteredEnergy, true
+	case ScoreStateEnergy:
+		return s.StateEnergy, true
 	}
 	return 0, false
 }
@@ -80,8 +90,10 @@ func (s Score) Value(name string) (float32, bool) {
 type Result struct {
 	Actions    []float32 // [T_p×D_a] row-major, un-standardized (robot units)
 	ActionsStd []float32 // [T_p×D_a] standardized, as the network sees them
-	// Score is the energy of the sample; the zero Score when the policy
-	// has no energy (Sampler.HasEnergy is false): do not read it as one.
+	// Score is the energy of the sample (StateEnergy NaN: the Sample
+	// methods do not evaluate the state term); the zero Score when the
+	// policy has no energy (Sampler.HasEnergy is false): do not read it as
+	// one.
 	Score
 }
 
@@ -111,10 +123,15 @@ type SamplerStats struct {
 //     session bound at Batch rows. The policy has no energy: HasEnergy is
 //     false, Result.Score is zero and Score returns ErrNoEnergy.
 //
+// When the bundle has the optional state term (Manifest.HasStateEnergy),
+// the sampler also opens it (a StateTerm at batch 1): Score and ScoreObs
+// then fill Score.StateEnergy with one more call, and StateEnergy evaluates
+// it alone, for either policy kind.
+//
 // A Sampler has one owner: it is not safe for concurrent use, and it owns
 // its buffers and its sessions. In the runtime, the inference goroutine
 // owns it. After the first call, Sample, SampleObs, SampleBatch,
-// SampleWithNoise, Score and ScoreObs allocate nothing.
+// SampleWithNoise, Score, ScoreObs and StateEnergy allocate nothing.
 type Sampler struct {
 	b     *Bundle
 	cond  *Conditioner
@@ -137,6 +154,7 @@ type Sampler struct {
 	noEnergy  error
 
 	step, ref     Session
+	state         *StateTerm // nil: the bundle has no state term
 	fused         FusedSampler
 	stepIn        [][]float32 // a_t, cond, t
 	stepOut       [][]float32 // grad_a, energy
@@ -227,6 +245,9 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 			}
 		}
 	}
+	if err == nil && m.StateEnergy != nil {
+		s.state, err = NewStateTerm(b, be)
+	}
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("engines: sampler: %w", err)
@@ -251,7 +272,7 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 		}
 		fill(s.refIn[2], float32(s.sched.Gamma))
 	}
-	s.log.Debug("engines: sampler ready", "bundle", m.Name, "policy", m.Policy, "backend", be.Name(), "steps", s.steps, "batch", batch, "references", s.m, "fused", s.fused != nil)
+	s.log.Debug("engines: sampler ready", "bundle", m.Name, "policy", m.Policy, "backend", be.Name(), "steps", s.steps, "batch", batch, "references", s.m, "fused", s.fused != nil, "state_term", s.state != nil)
 	return s, nil
 }
 
@@ -298,6 +319,10 @@ func (s *Sampler) Steps() int { return s.steps }
 // HasEnergy reports whether the policy has an energy (energyflow). Without
 // one (diffusion) Result.Score is zero and Score returns ErrNoEnergy.
 func (s *Sampler) HasEnergy() bool { return !s.diffusion }
+
+// HasStateEnergy reports whether the bundle has the state term: Score,
+// ScoreObs and StateEnergy then evaluate it.
+func (s *Sampler) HasStateEnergy() bool { return s.state != nil }
 
 // Batch returns the number of rows per call.
 func (s *Sampler) Batch() int { return s.batch }
@@ -463,15 +488,15 @@ func (s *Sampler) countBackend(t0 time.Time) {
 }
 
 // scoreOf reads row b of the last energy and reference calls (the zero
-// Score without an energy).
+// Score without an energy). StateEnergy is NaN: the caller fills it.
 func (s *Sampler) scoreOf(b int) Score {
 	if s.diffusion {
 		return Score{}
 	}
 	e := s.energy[b]
+	nan := float32(math.NaN())
 	if s.m == 0 {
-		nan := float32(math.NaN())
-		return Score{Energy: e, RefEnergyMean: nan, CenteredEnergy: nan, CenteredReward: nan}
+		return Score{Energy: e, RefEnergyMean: nan, CenteredEnergy: nan, CenteredReward: nan, StateEnergy: nan}
 	}
 	var sum float64
 	for _, v := range s.refOut[1][b*s.m : (b+1)*s.m] {
@@ -479,7 +504,7 @@ func (s *Sampler) scoreOf(b int) Score {
 	}
 	ref := float32(sum / float64(s.m))
 	c := e - ref
-	return Score{Energy: e, RefEnergyMean: ref, CenteredEnergy: c, CenteredReward: -c}
+	return Score{Energy: e, RefEnergyMean: ref, CenteredEnergy: c, CenteredReward: -c, StateEnergy: nan}
 }
 
 // collect copies row b of the last run into dst.
@@ -494,10 +519,12 @@ func (s *Sampler) collect(b int, dst *Result) {
 // Score evaluates one committed action chunk (un-standardized, T_p×D_a, as
 // in Result.Actions) under cond (cond_dim): its energy at γ and the
 // centered energy against the reference actions, with one energy call (and
-// the one reference call). The safety monitor calls it every tick with the
-// newest observation. Allocates nothing. On a batched sampler every row
-// evaluates the same chunk: Score is cheapest at Batch 1. A policy without
-// an energy returns an error wrapping ErrNoEnergy.
+// the one reference call), and, when the bundle has the state term, the
+// state energy of cond (one more call). The safety monitor calls it every
+// tick with the newest observation. Allocates nothing. On a batched sampler
+// every row evaluates the same chunk: Score is cheapest at Batch 1. A
+// policy without an energy returns an error wrapping ErrNoEnergy (its
+// state term is still available through StateEnergy).
 func (s *Sampler) Score(actions, cond []float32) (Score, error) {
 	if s.closed {
 		return Score{}, errors.New("engines: sampler is closed")
@@ -533,14 +560,55 @@ func (s *Sampler) Score(actions, cond []float32) (Score, error) {
 	if err := s.runRefs(cb); err != nil {
 		return Score{}, err
 	}
-	s.stats.TotalTime += time.Since(start)
 	sc := s.scoreOf(0)
 	sc.Energy = s.stepOut[1][0]
 	if s.m > 0 {
 		sc.CenteredEnergy = sc.Energy - sc.RefEnergyMean
 		sc.CenteredReward = -sc.CenteredEnergy
 	}
+	if s.state != nil {
+		var err error
+		if sc.StateEnergy, err = s.runState(cond); err != nil {
+			return Score{}, fmt.Errorf("engines: Score: %w", err)
+		}
+	}
+	s.stats.TotalTime += time.Since(start)
 	return sc, nil
+}
+
+// runState evaluates the state term on cond, counted as a backend call.
+func (s *Sampler) runState(cond []float32) (float32, error) {
+	t0 := time.Now()
+	v, err := s.state.Energy(cond)
+	s.countBackend(t0)
+	return v, err
+}
+
+// StateEnergy returns the state term's reading of cond (cond_dim values):
+// one call of the state graph, for either policy kind. It returns an error
+// wrapping ErrNoStateEnergy when the bundle has no state term
+// (HasStateEnergy). Allocates nothing.
+func (s *Sampler) StateEnergy(cond []float32) (float32, error) {
+	if s.closed {
+		return 0, errors.New("engines: sampler is closed")
+	}
+	if s.state == nil {
+		return 0, fmt.Errorf("engines: bundle %q: %w", s.b.Manifest.Name, ErrNoStateEnergy)
+	}
+	start := time.Now()
+	v, err := s.runState(cond)
+	s.stats.TotalTime += time.Since(start)
+	return v, err
+}
+
+// StateEnergyObs is StateEnergy with cond built from the observation
+// history.
+func (s *Sampler) StateEnergyObs(history []ObsFrame) (float32, error) {
+	c := s.condBuf[:s.condDim]
+	if err := s.cond.Build(history, c); err != nil {
+		return 0, err
+	}
+	return s.StateEnergy(c)
 }
 
 // ScoreObs is Score with cond built from the observation history.
@@ -567,6 +635,9 @@ func (s *Sampler) Close() error {
 	}
 	if s.ref != nil {
 		errs = append(errs, s.ref.Close())
+	}
+	if s.state != nil {
+		errs = append(errs, s.state.Close())
 	}
 	return errors.Join(errs...)
 }

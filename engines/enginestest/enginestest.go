@@ -12,6 +12,12 @@
 // the same function engines/testdata/quad/energy_grad.onnx computes, so the
 // ONNX Runtime backend and this double can be compared. Its gradient is
 // (1 + t)(a − μ).
+//
+// The optional state term ("state_energy" graph: cond → state_energy) is
+//
+//	S(cond) = ½ ‖cond‖² − 1
+//
+// as engines/testdata/quad/state_energy.onnx computes it (StateEnergy).
 package enginestest
 
 import (
@@ -61,13 +67,17 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Open accepts the energy_grad graph contract (a_t, cond, t → grad_a, energy).
+// Open accepts the energy_grad graph contract (a_t, cond, t → grad_a,
+// energy) and the state graph's (cond → state_energy).
 func (b *Backend) Open(spec engines.GraphSpec) (engines.Session, error) {
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
 		return nil, errors.New("enginestest: backend is closed")
+	}
+	if len(spec.Inputs) == 1 && len(spec.Outputs) == 1 && spec.Outputs[0].Name == engines.OutputStateEnergy && len(spec.Inputs[0].Shape) == 2 {
+		return &stateSession{b: b, spec: spec, c: int(spec.Inputs[0].Shape[1])}, nil
 	}
 	if len(spec.Inputs) != 3 || len(spec.Outputs) != 2 || len(spec.Inputs[0].Shape) != 3 || len(spec.Inputs[1].Shape) != 2 {
 		return nil, fmt.Errorf("enginestest: graph %q: only the energy_grad contract is simulated", spec.Name)
@@ -111,6 +121,54 @@ func Energy(w [][]float32, a, cond []float32, t float32, grad []float32) float32
 	}
 	return 0.5 * s * e
 }
+
+// StateEnergy is the analytic state term: ½ ‖cond‖² − 1.
+func StateEnergy(cond []float32) float32 {
+	var s float32
+	for _, c := range cond {
+		s += c * c
+	}
+	return 0.5*s - 1
+}
+
+// stateSession simulates the state graph.
+type stateSession struct {
+	b       *Backend
+	spec    engines.GraphSpec
+	c, n    int
+	in, out [][]float32
+	closed  bool
+}
+
+func (s *stateSession) Inputs() []engines.TensorInfo  { return s.spec.Inputs }
+func (s *stateSession) Outputs() []engines.TensorInfo { return s.spec.Outputs }
+
+func (s *stateSession) Bind(n int) (in, out [][]float32, err error) {
+	if s.closed {
+		return nil, nil, errors.New("enginestest: session is closed")
+	}
+	if n < 1 || n > s.spec.MaxBatch {
+		return nil, nil, fmt.Errorf("enginestest: batch %d, expected 1..%d", n, s.spec.MaxBatch)
+	}
+	if n != s.n {
+		s.in, s.out = [][]float32{make([]float32, n*s.c)}, [][]float32{make([]float32, n)}
+		s.n = n
+	}
+	return s.in, s.out, nil
+}
+
+func (s *stateSession) Run() error {
+	if s.closed || s.n == 0 {
+		return errors.New("enginestest: Run on a closed or unbound session")
+	}
+	for r := 0; r < s.n; r++ {
+		s.out[0][r] = StateEnergy(s.in[0][r*s.c : (r+1)*s.c])
+	}
+	s.b.count(1)
+	return nil
+}
+
+func (s *stateSession) Close() error { s.closed = true; return nil }
 
 type session struct {
 	b         *Backend

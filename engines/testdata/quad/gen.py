@@ -1,8 +1,10 @@
 """Writes the tiny analytic graphs of the engines tests.
 
 energy_grad.onnx (cond width 4), energy_grad_c12.onnx (cond width 12, for
-the bundle with an image input) and vision.onnx (image [B,3,8,8] → per-channel
-mean → features [B,4] = mean · V, V[c, f] = 0.5 cos(c + 2 f)).
+the bundle with an image input), vision.onnx (image [B,3,8,8] → per-channel
+mean → features [B,4] = mean · V, V[c, f] = 0.5 cos(c + 2 f)) and
+state_energy.onnx (the state term: cond [B,C] → state_energy [B] =
+0.5 ||cond||^2 - 1, C symbolic so that any bundle can carry it).
 
 
 E(a, cond, t) = 0.5 * (1 + t) * ||a - reshape(cond @ W)||^2, grad_a = (1 + t) * (a - mu)
@@ -73,8 +75,25 @@ def vision_model():
     return m
 
 
+def state_model():
+    nodes = [helper.make_node("Mul", ["cond", "cond"], ["c2"]),
+             helper.make_node("ReduceSum", ["c2", "axes"], ["ss"], keepdims=0),
+             helper.make_node("Mul", ["ss", "half"], ["h"]),
+             helper.make_node("Sub", ["h", "one"], ["state_energy"])]
+    inits = [numpy_helper.from_array(np.array([1], dtype=np.int64), "axes"),
+             numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half"),
+             numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")]
+    g = helper.make_graph(nodes, "quad_state_energy",
+                          [helper.make_tensor_value_info("cond", TensorProto.FLOAT, ["B", "C"])],
+                          [helper.make_tensor_value_info("state_energy", TensorProto.FLOAT, ["B"])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
 for name, model in [("energy_grad.onnx", energy_model(4)), ("energy_grad_c12.onnx", energy_model(12)),
-                    ("vision.onnx", vision_model())]:
+                    ("vision.onnx", vision_model()), ("state_energy.onnx", state_model())]:
     out = os.path.join(HERE, name)
     onnx.save(model, out)
     print("wrote", out)
