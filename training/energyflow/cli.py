@@ -246,9 +246,12 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
     if args.policy == "diffusion" and args.energy_head != "pooled":
         print("fixtures: --energy-head applies to --policy energyflow only", file=sys.stderr)
         return 2
+    if args.policy == "diffusion" and args.state_term:
+        print("fixtures: --state-term applies to --policy energyflow only", file=sys.stderr)
+        return 2
     res = make_fixtures(args.out, n_cases=args.cases, seed=args.seed, action_dim=args.action_dim,
                         state_dim=args.state_dim, train_steps=args.train_steps, steps=args.steps,
-                        policy=args.policy, energy_head=args.energy_head)
+                        policy=args.policy, energy_head=args.energy_head, state_term=args.state_term)
     print(json.dumps(res, indent=1))
     return 0
 
@@ -402,6 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--train-steps", type=int, default=None, help="training steps (energyflow 120, diffusion 1000)")
     f.add_argument("--steps", type=int, default=None,
                    help="sampler steps in the cases (energyflow K=10, diffusion DDIM S=20)")
+    f.add_argument("--state-term", action="store_true",
+                   help="add a tiny state term (state_energy.onnx + manifest block) and each case's state_energy "
+                        "(e.g. --out engines/testdata/parity-state)")
     f.set_defaults(func=cmd_fixtures)
 
     g = sub.add_parser("gate", help="before closed-loop evaluation: chunk smoothness vs the demonstrations and "

@@ -14,6 +14,14 @@ loss on the same toy data, and DDIM reference cases (no energies).
 ``--energy-head denoiser`` (``--out engines/testdata/parity-denoiser``): the
 same EnergyFlow cases with the denoiser energy head (E = 1/2 |u|^2 over the DP
 network F); the Go sampler runs it unchanged.
+
+``--state-term`` (``--out engines/testdata/parity-state``): the bundle also
+carries a tiny state term (:mod:`energyflow.state_term`, a 32-32 MLP over 4
+noise levels, a few hundred DSM steps on the synthetic cond, the reading's
+mean/std on held-out synthetic cond): ``state_energy.onnx``, the manifest's
+``state_energy`` block, and each case's ``state_energy`` of its cond (ONNX
+Runtime, cross-checked against torch in float64). The point is parity, not
+a useful detector.
 """
 from __future__ import annotations
 
@@ -110,6 +118,56 @@ def _case_inputs(cfg: ModelConfig, seed: int, i: int, s_mean: np.ndarray, s_std:
     return obs, cond, z
 
 
+#: the fixture's state term: small, so the committed graph stays small
+FIXTURE_STATE_TERM = dict(hidden=(32, 32), sigmas=4, steps=300, batch_size=64, warmup_steps=20)
+
+
+def add_state_term(bdir: Path, man: Dict[str, Any], seed: int = 0, steps: Optional[int] = None) -> Any:
+    """Train a tiny state term on synthetic standard-normal cond, export it into
+    ``bdir`` with its manifest block and return the reading (a
+    :class:`~energyflow.state_term.StateEnergyReading`)."""
+    from .bundle import write_manifest
+    from .state_term import (StateTermConfig, export_state_energy, fit_reading, manifest_block, read,
+                             score_calibration, sigma_grid, train_state_term, GRAPH_FILE)
+
+    kw = dict(FIXTURE_STATE_TERM)
+    if steps is not None:
+        kw["steps"] = steps
+    cfg = StateTermConfig(seed=seed, **kw)
+    gen = torch.Generator().manual_seed(seed + 7)
+    c = int(man["cond_dim"])
+    train = torch.randn(2048, c, generator=gen).numpy()
+    held = torch.randn(512, c, generator=gen).numpy()
+    net, rec = train_state_term(train, cfg)
+    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), held)
+    check = export_state_energy(reading, bdir / GRAPH_FILE)
+    train_rec = {"steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "data": "synthetic N(0, I) cond",
+                 "samples": len(train), "held_out_samples": len(held), **rec}
+    man["state_energy"] = manifest_block(reading, cfg, train_rec, score_calibration(read(reading, held)), check)
+    write_manifest(bdir, man)
+    return reading
+
+
+class _StateEnergyRef:
+    """state_energy of cond rows on ONNX Runtime (the reference) and torch float64 (the cross-check)."""
+
+    def __init__(self, bdir: Path, man: Dict[str, Any], reading: Any) -> None:
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        self.sess = ort.InferenceSession(str(bdir / man["state_energy"]["graph"]), so,
+                                         providers=["CPUExecutionProvider"])
+        import copy
+        self.ref = copy.deepcopy(reading).to("cpu", torch.float64).eval()
+
+    def __call__(self, cond: np.ndarray) -> Tuple[float, float]:
+        (y,) = self.sess.run(["state_energy"], {"cond": np.asarray(cond, np.float32)})
+        with torch.no_grad():
+            y64 = self.ref(torch.from_numpy(np.asarray(cond, np.float32)).double()).numpy()
+        return float(y[0]), float(y64[0])
+
+
 def _write_cases(out: Path, steps: int, cases: List[Dict[str, Any]]) -> None:
     with open(out / "cases.json", "w") as f:
         json.dump({"steps": steps, "cases": cases}, f, indent=1)
@@ -118,12 +176,16 @@ def _write_cases(out: Path, steps: int, cases: List[Dict[str, Any]]) -> None:
 
 def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim: int = 3, state_dim: int = 5,
                   train_steps: Optional[int] = None, steps: Optional[int] = None,
-                  policy: str = "energyflow", energy_head: str = "pooled") -> Dict[str, Any]:
+                  policy: str = "energyflow", energy_head: str = "pooled", state_term: bool = False,
+                  state_term_steps: Optional[int] = None) -> Dict[str, Any]:
     """Write ``out/bundle`` and ``out/cases.json``; return a summary with torch-vs-ORT differences.
 
     ``steps``/``train_steps`` default per policy kind (:data:`FIXTURE_DEFAULTS`);
     ``energy_head`` picks the EnergyFlow head (the committed ``parity`` fixtures
-    use ``pooled``, ``parity-denoiser`` uses ``denoiser``).
+    use ``pooled``, ``parity-denoiser`` uses ``denoiser``). ``state_term``
+    adds a tiny state term to an energyflow bundle and ``state_energy`` to
+    every case (``parity-state``; ``state_term_steps`` overrides its
+    training steps).
     """
     torch.set_num_threads(1)
     if policy not in FIXTURE_DEFAULTS:
@@ -139,11 +201,20 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
     if bdir.exists():
         shutil.rmtree(bdir)
     if policy == "diffusion":
+        if state_term:
+            raise ValueError("--state-term: the fixture adds the state term to an energyflow bundle only")
         return _diffusion_cases(out, bdir, cfg, model, n_cases, seed, steps)
     a_mean, a_std, s_mean, s_std = _fixture_norms(seed, action_dim, state_dim)
     name = "parity-tiny" if energy_head == "pooled" else f"parity-{energy_head}-tiny"
+    if state_term:
+        name = name.replace("-tiny", "-state-tiny")
     man = write_bundle(bdir, model, name, a_mean, a_std, s_mean, s_std, steps=20)
     man = read_manifest(bdir)
+    state_ref = None
+    if state_term:
+        state_ref = _StateEnergyRef(bdir, man, add_state_term(bdir, man, seed, state_term_steps))
+        man = read_manifest(bdir)
+    max_se_rel = 0.0
     a_mean, a_std, s_mean, s_std = _manifest_norms(man)
     refs = np.asarray(man["reference_actions"], np.float32)
     sch = Schedule(**{k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
@@ -169,13 +240,22 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
             "ref_energy_mean": float(res.ref_energy_mean[0]),
             "centered_reward": float(res.centered_reward[0]),
         })
+        if state_ref is not None:
+            se, se64 = state_ref(cond)
+            max_se_rel = max(max_se_rel, abs(se - se64) / max(abs(se64), 1e-6))
+            cases[-1]["state_energy"] = se
     _write_cases(out, steps, cases)
     energies = [c["energy"] for c in cases]
-    return {"bundle": str(bdir), "energy_head": energy_head, "cases": len(cases), "steps": steps,
-            "energy_range": [min(energies), max(energies)],
-            "torch_vs_ort_max_abs_action_diff": max_act_diff,
-            "torch_vs_ort_max_rel_energy_diff": max_e_rel,
-            "export_check": man["model"].get("export_check")}
+    summary = {"bundle": str(bdir), "energy_head": energy_head, "cases": len(cases), "steps": steps,
+               "energy_range": [min(energies), max(energies)],
+               "torch_vs_ort_max_abs_action_diff": max_act_diff,
+               "torch_vs_ort_max_rel_energy_diff": max_e_rel,
+               "export_check": man["model"].get("export_check")}
+    if state_ref is not None:
+        se = [c["state_energy"] for c in cases]
+        summary.update({"state_energy_range": [min(se), max(se)], "torch_vs_ort_max_rel_state_energy_diff": max_se_rel,
+                        "state_energy_export_check": man["state_energy"]["export_check"]})
+    return summary
 
 
 def _diffusion_cases(out: Path, bdir: Path, cfg: ModelConfig, model: torch.nn.Module, n_cases: int, seed: int,

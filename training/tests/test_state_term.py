@@ -229,3 +229,29 @@ def test_cli_bad_input_fails_with_one_line(tiny_bundle, data_file, tmp_path, cap
     shutil.copytree(tiny_bundle, b)
     err = _one_line_error(capsys, ["state-term", "--bundle", str(b), "--data", str(data_file), "--val-fraction", "0"])
     assert "held-out" in err
+
+
+# ---------------------------------------------------------------------------
+# parity fixtures with a state term (engines/testdata/parity-state)
+# ---------------------------------------------------------------------------
+def test_fixtures_with_a_state_term(tmp_path, capsys):
+    assert cli.main(["fixtures", "--out", str(tmp_path / "fx"), "--state-term", "--cases", "2", "--train-steps", "2",
+                     "--steps", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["torch_vs_ort_max_rel_state_energy_diff"] < 1e-5
+    bdir = tmp_path / "fx" / "bundle"
+    man = read_manifest(bdir)
+    se = man["state_energy"]
+    assert se["graph"] == st.GRAPH_FILE and se["reading"] == st.READING and st.GRAPH_FILE in man["files"]
+    assert len(se["sigmas"]) == len(se["mean"]) == len(se["std"]) == 4
+    assert set(se["calibration"]["quantiles"]) == {"50", "90", "99", "99.9"}
+    assert set(graph_ops(bdir / st.GRAPH_FILE)) <= ALLOWED_OPS
+    cases = json.loads((tmp_path / "fx" / "cases.json").read_text())["cases"]
+    sess = ort.InferenceSession(str(bdir / st.GRAPH_FILE), providers=["CPUExecutionProvider"])
+    for c in cases:
+        (y,) = sess.run(["state_energy"], {"cond": np.asarray([c["cond"]], np.float32)})
+        assert c["state_energy"] == float(y[0])
+    # the policy graph's cases are there as without the state term
+    assert {"actions", "energy", "centered_reward"} <= set(cases[0])
+    # diffusion fixtures take no state term
+    assert cli.main(["fixtures", "--out", str(tmp_path / "d"), "--policy", "diffusion", "--state-term"]) == 2
