@@ -237,7 +237,9 @@ func (g *Guard) message(f *fault) string {
 			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g%s, %s", f.score, f.value, f.threshold, g.bandText(f), g.ruleText())
 		}
 	case KindNaN:
-		if f.what == "score" {
+		if f.what == "score" && f.score == ScoreStateEnergy {
+			m = fmt.Sprintf("%s score is %v: the bundle's state term is not finite", f.score, f.value)
+		} else if f.what == "score" {
 			m = fmt.Sprintf("%s score is %v: the policy's energy is not finite", f.score, f.value)
 		} else if f.axis < 0 {
 			m = fmt.Sprintf("%s is %v", f.what, f.value)

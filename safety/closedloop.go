@@ -17,7 +17,7 @@ import (
 // makes a fresh episode, exchangeable with the calibration episodes, trip
 // the Rule with probability at most Alpha.
 type ClosedLoop struct {
-	Score string         `json:"score"` // the calibrated score: "energy" (FitClosedLoop) or "centered_energy"
+	Score string         `json:"score"` // the calibrated score: "energy" (FitClosedLoop's default), "centered_energy" or "state_energy"
 	Alpha float64        `json:"alpha"` // tolerated trip probability of a fresh level-0 episode
 	Rule  ClosedLoopRule `json:"rule"`  // the decision rule Q was certified for
 	Q     float64        `json:"q"`     // the conformal quantile, in band standard deviations
@@ -131,6 +131,9 @@ type ClosedLoopOptions struct {
 	// before it (band 0 absorbs the bands after it until it has enough).
 	// Zero: DefaultMinBandSamples.
 	MinBandSamples int
+	// Score is the score the traces hold, written into the result's Score;
+	// the zero value is ScoreEnergy.
+	Score Score
 }
 
 // MinConformalEpisodes returns the fewest conformal episodes that can
@@ -172,8 +175,8 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 // fresh episode exchangeable with the calibration episodes trips with
 // probability at most Alpha (marginally over the calibration draw).
 //
-// The result has Score "energy", Alpha, Rule, Q, BandUnit, Bands and the
-// episode counts filled; the caller fills the provenance (task, level, rate, K,
+// The result has Score (o.Score's name, "energy" by default), Alpha, Rule,
+// Q, BandUnit, Bands and the episode counts filled; the caller fills the provenance (task, level, rate, K,
 // steps, seeds). Each error is one line saying what to change.
 func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
 	if !(o.Alpha > 0 && o.Alpha < 1) {
@@ -186,6 +189,9 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	if m < 1 || m > maxWindow || n < 1 || n > m {
 		return nil, fmt.Errorf("safety: closed-loop rule %d of %d: need 1 ≤ n ≤ m ≤ %d", n, m, maxWindow)
+	}
+	if o.Score >= NumScores {
+		return nil, fmt.Errorf("safety: closed-loop score %v: expected %s", o.Score, scoreList)
 	}
 	unit := o.BandUnit
 	if unit == "" {
@@ -280,7 +286,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		bands[i].Threshold = bands[i].Mean + q*bands[i].Std
 	}
 	return &ClosedLoop{
-		Score: ScoreEnergy.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
+		Score: o.Score.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
 		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
 	}, nil
 }
@@ -405,7 +411,7 @@ func (c *ClosedLoop) Validate() error {
 		errs = append(errs, fmt.Errorf("safety: calibration.closed_loop.%s: %s", key, fmt.Sprintf(format, args...)))
 	}
 	if _, ok := ParseScore(c.Score); !ok {
-		bad("score", "%q is not a score — expected \"energy\" or \"centered_energy\"", c.Score)
+		bad("score", "%q is not a score — expected %s", c.Score, scoreList)
 	}
 	if !(c.Alpha > 0 && c.Alpha < 1) {
 		bad("alpha", "got %v, expected a value in (0, 1)", c.Alpha)

@@ -34,7 +34,8 @@ type EnergyConfig struct {
 
 // ScoreConfig is one monitored score.
 type ScoreConfig struct {
-	// Name is "energy" or "centered_energy".
+	// Name is "energy", "centered_energy" or "state_energy" (the bundle's
+	// optional state term).
 	Name string `yaml:"name"`
 	// Threshold overrides the bundle's calibrated threshold (closed-loop
 	// bands included).
@@ -165,7 +166,7 @@ func (c *Config) Validate() error {
 		for i, s := range c.Energy.Scores {
 			key := fmt.Sprintf("energy.scores[%d]", i)
 			if _, ok := ParseScore(s.Name); !ok {
-				bad(key+".name", "%q is not a score — use \"energy\" or \"centered_energy\"", s.Name)
+				bad(key+".name", "%q is not a score — use %s", s.Name, scoreList)
 			} else if seen[s.Name] {
 				bad(key+".name", "%q is listed twice", s.Name)
 			}
@@ -293,6 +294,12 @@ type Calibration struct {
 	// the gate runs the rule it was certified for, it takes precedence over
 	// Recommended for its score.
 	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
+	// StateEnergy holds the held-out statistics of the "state_energy" score
+	// from the manifest's state_energy block (its "calibration"), which is
+	// not part of the calibration block: the runtime fills it. Nil: the
+	// bundle has no state term. Its quantile is the state score's threshold
+	// when no closed-loop calibration of that score applies.
+	StateEnergy *ScoreStats `json:"-"`
 }
 
 // ScoreStats are a score's statistics on held-out demonstration windows.
@@ -315,8 +322,9 @@ type Threshold struct {
 	Value float64 // trip level (with Bands: band 0's, the start band)
 	Scale float64 // CUSUM scale (0 when the rule is n_of_m)
 	// Source is "config", "calibration.closed_loop",
-	// "calibration.recommended" or "calibration.quantiles[99.9]", the last
-	// two followed by why a closed_loop calibration did not apply, if any.
+	// "calibration.recommended", "calibration.quantiles[99.9]" or, for
+	// "state_energy", "state_energy.calibration.quantiles[99.9]", the last
+	// three followed by why a closed_loop calibration did not apply, if any.
 	Source string
 	// Bands make the threshold time-varying (calibration.closed_loop):
 	// sorted by From, the first From 0. Nil: the fixed Value.
@@ -343,9 +351,10 @@ const defaultQuantile = "99.9"
 // override, else the calibration's closed-loop bands for that score when the
 // rule is the n_of_m rule they were certified for, else the calibration's
 // recommendation for that score, else the configured quantile of the
-// calibration. CUSUM also needs a scale. With no scores configured, the
-// monitored score is the closed-loop one when it applies, else the
-// recommended one.
+// calibration (for "state_energy": of the state_energy block's held-out
+// statistics, Calibration.StateEnergy). CUSUM also needs a scale. With no
+// scores configured, the monitored score is the closed-loop one when it
+// applies, else the recommended one.
 func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	if e.Disabled {
 		return nil, nil
@@ -382,14 +391,18 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 		}
 		sc, ok := ParseScore(s.Name)
 		if !ok {
-			errs = append(errs, fmt.Errorf("safety: %s.name: %q is not a score — use \"energy\" or \"centered_energy\"", key, s.Name))
+			errs = append(errs, fmt.Errorf("safety: %s.name: %q is not a score — use %s", key, s.Name, scoreList))
 			continue
 		}
 		t := Threshold{Score: sc}
 		var stats *ScoreStats
+		statsKey := "calibration" // where stats come from, for Source
 		if cal != nil {
 			if st, ok := cal.Scores[s.Name]; ok {
 				stats = &st
+			}
+			if sc == ScoreStateEnergy {
+				stats, statsKey = cal.StateEnergy, "state_energy.calibration"
 			}
 		}
 		q := s.Quantile
@@ -413,7 +426,13 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 		case cal != nil && cal.Recommended.Score == s.Name && isFinite(cal.Recommended.Threshold):
 			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"+note
 		case stats != nil && stats.Quantiles != nil && isFinite(stats.Quantiles[q]) && hasKey(stats.Quantiles, q):
-			t.Value, t.Source = stats.Quantiles[q], "calibration.quantiles["+q+"]"+note
+			t.Value, t.Source = stats.Quantiles[q], statsKey+".quantiles["+q+"]"+note
+		case sc == ScoreStateEnergy && stats == nil:
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: the bundle has no state term (no \"state_energy\" block) — train one (python -m energyflow state-term) or watch another score%s", key, s.Name, note))
+			continue
+		case sc == ScoreStateEnergy:
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle's state_energy.calibration has no quantile %q%s — set %s.threshold or %s.quantile", key, s.Name, q, note, key, key))
+			continue
 		default:
 			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it%s — set %s.threshold", key, s.Name, q, note, key))
 			continue
@@ -425,7 +444,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			case stats != nil && stats.Std > 0 && isFinite(stats.Std):
 				t.Scale = stats.Std
 			default:
-				errs = append(errs, fmt.Errorf("safety: %s.scale: the cusum rule needs a scale for score %q and the bundle calibration has no std for it — set %s.scale", key, s.Name, key))
+				errs = append(errs, fmt.Errorf("safety: %s.scale: the cusum rule needs a scale for score %q and the bundle's %s has no std for it — set %s.scale", key, s.Name, statsKey, key))
 				continue
 			}
 		}

@@ -141,6 +141,22 @@ func TestResolveThresholds(t *testing.T) {
 		return c
 	}
 	nOfM := func(n, m int) RuleConfig { return RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}} }
+	// The state term's held-out statistics (the manifest's state_energy block).
+	stateStats := &ScoreStats{Mean: 0.1, Std: 1.2, Quantiles: map[string]float64{"50": 0, "90": 1.4, "99": 2.9, "99.9": 4.2}}
+	withState := func(c *Calibration) *Calibration {
+		if c == nil {
+			return &Calibration{StateEnergy: stateStats}
+		}
+		cc := *c
+		cc.StateEnergy = stateStats
+		return &cc
+	}
+	watchState := func(r RuleConfig, sc ...ScoreConfig) EnergyConfig {
+		if len(sc) == 0 {
+			sc = []ScoreConfig{{Name: "state_energy"}}
+		}
+		return EnergyConfig{Scores: sc, Rule: r}
+	}
 	cases := []struct {
 		name   string
 		e      EnergyConfig
@@ -185,6 +201,33 @@ func TestResolveThresholds(t *testing.T) {
 		{"no calibration", EnergyConfig{Rule: RuleConfig{Kind: RuleNOfM}}, nil, nil, "energy.scores: empty"},
 		{"missing quantile", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy", Quantile: "95"}}, Rule: RuleConfig{Kind: RuleNOfM}}, &cal, nil, "energy.scores[0].threshold"},
 		{"cusum without std", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(1)}}, Rule: RuleConfig{Kind: RuleCUSUM}}, nil, nil, "energy.scores[0].scale"},
+
+		// state_energy: the closed-loop calibration when it is for that
+		// score, else the state_energy block's held-out q99.9.
+		{"state: held-out q99.9 of the block", watchState(nOfM(3, 5)), withState(&cal),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"state: block only, no calibration block", watchState(nOfM(3, 5)), withState(nil),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"state: closed loop for it", watchState(nOfM(3, 5)), withState(withCL("state_energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"state: closed loop for energy", watchState(nOfM(3, 5)), withState(withCL("energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"state: closed loop for another rule", watchState(nOfM(2, 3)), withState(withCL("state_energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+		{"state: another quantile", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Quantile: "99"}), withState(&cal),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 2.9, Source: "state_energy.calibration.quantiles[99]"}}, ""},
+		{"state: override", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Threshold: f64(6)}), nil,
+			[]Threshold{{Score: ScoreStateEnergy, Value: 6, Source: "config"}}, ""},
+		{"state: cusum scale from the block's std", watchState(RuleConfig{Kind: RuleCUSUM}), withState(&cal),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"state: with energy", watchState(nOfM(3, 5), ScoreConfig{Name: "energy"}, ScoreConfig{Name: "state_energy"}), withState(&cal),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"state: the default stays the recommended score", EnergyConfig{Rule: nOfM(3, 5)}, withState(&cal),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"}}, ""},
+		{"state: no state term", watchState(nOfM(3, 5)), &cal, nil, `energy.scores[0]: no threshold for score "state_energy": the bundle has no state term`},
+		{"state: missing quantile", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Quantile: "95"}), withState(&cal), nil,
+			`state_energy.calibration has no quantile "95"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,8 +267,16 @@ func TestNames(t *testing.T) {
 			t.Fatalf("limit %d unnamed", l)
 		}
 	}
-	if s, ok := ParseScore("centered_energy"); !ok || s != ScoreCentered {
-		t.Fatal("ParseScore")
+	for s := Score(0); s < NumScores; s++ {
+		if p, ok := ParseScore(s.String()); !ok || p != s {
+			t.Fatalf("ParseScore(%q) = %v, %v", s.String(), p, ok)
+		}
+	}
+	if s, ok := ParseScore("state_energy"); !ok || s != ScoreStateEnergy {
+		t.Fatal("ParseScore(state_energy)")
+	}
+	if _, ok := ParseScore("vibes"); ok {
+		t.Fatal("ParseScore accepted an unknown name")
 	}
 	if Kind(200).String() != "Kind(200)" || Stopped.String() != "STOPPED" || Running.String() != "RUNNING" {
 		t.Fatal("String")

@@ -14,8 +14,11 @@
 // enable dropped), and returns a Decision for telemetry.
 //
 // The energy monitor compares each monitored score ("energy",
-// "centered_energy") with its threshold — from the bundle's Calibration, or
-// overridden in Config — through a decision rule that tolerates single-sample
+// "centered_energy", or "state_energy", the bundle's optional state term read
+// on the observation alone) with its threshold — from the bundle's
+// Calibration (for "state_energy": a closed-loop calibration of that score,
+// else the state_energy block's held-out quantile, Calibration.StateEnergy),
+// or overridden in Config — through a decision rule that tolerates single-sample
 // noise: n_of_m (trip when N of the last M fresh scores exceed the
 // threshold; default 3 of 5) or cusum (a one-sided CUSUM of the exceedance).
 // A calibration's ClosedLoop block makes the threshold time-varying: bands

@@ -574,7 +574,8 @@ func (g *Guard) emit(ev *Event) {
 	switch ev.Type {
 	case EventTrip:
 		g.log.Warn("safety: stop", "reason", r.Kind.String(), "tick", r.Tick, "message", r.Message,
-			"energy", r.Scores[ScoreEnergy], "centered_energy", r.Scores[ScoreCentered], "threshold", r.Threshold, "actor", r.Actor)
+			"energy", r.Scores[ScoreEnergy], "centered_energy", r.Scores[ScoreCentered], "state_energy", r.Scores[ScoreStateEnergy],
+			"threshold", r.Threshold, "actor", r.Actor)
 	case EventReset:
 		g.log.Info("safety: reset", "actor", ev.Actor, "tick", ev.Tick, "cleared", r.Kind.String())
 	case EventResetRefused:

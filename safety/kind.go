@@ -117,11 +117,19 @@ type Score uint8
 const (
 	ScoreEnergy   Score = iota // E(a, cond, γ) of the chosen action: "energy"
 	ScoreCentered              // E(a, cond, γ) − mean_m E(ref_m, cond, γ) = −centered reward: "centered_energy"
+	// ScoreStateEnergy is the bundle's optional state term read on the
+	// newest observation alone (max over σ of per-σ z-scores of g(s, σ)),
+	// the same for every action: "state_energy". NaN every tick for a
+	// bundle without it.
+	ScoreStateEnergy
 
 	NumScores
 )
 
-var scoreNames = [NumScores]string{ScoreEnergy: "energy", ScoreCentered: "centered_energy"}
+var scoreNames = [NumScores]string{ScoreEnergy: "energy", ScoreCentered: "centered_energy", ScoreStateEnergy: "state_energy"}
+
+// scoreList is the valid score names for messages.
+const scoreList = `"energy", "centered_energy" or "state_energy"`
 
 // String returns the manifest name of the score.
 func (s Score) String() string {
@@ -131,7 +139,8 @@ func (s Score) String() string {
 	return "Score(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ParseScore maps a manifest name ("energy", "centered_energy") to a Score.
+// ParseScore maps a manifest name ("energy", "centered_energy",
+// "state_energy") to a Score.
 func ParseScore(name string) (Score, bool) {
 	for i, n := range scoreNames {
 		if n == name {

@@ -1,0 +1,80 @@
+package safety
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// The state term's score is watched like any other: it trips the n-of-m
+// rule on its own threshold (here the state_energy block's held-out
+// q99.9), goes stale when NaN, and the stop's message names it.
+func TestStateEnergyScoreTrips(t *testing.T) {
+	cfg := testConfig()
+	cfg.Energy.Scores = []ScoreConfig{{Name: "state_energy"}}
+	cal := &Calibration{StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	cases := []struct {
+		name  string
+		state float64 // state_energy fed every tick after arming
+		kind  Kind
+	}{
+		{"above the threshold", 7, KindEnergy},
+		{"not evaluated", math.NaN(), KindScoreStale},
+		{"infinite", math.Inf(1), KindNaN},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigCal(t, cfg, cal)
+			if th := r.g.Thresholds(); len(th) != 1 || th[0].Score != ScoreStateEnergy || th[0].Value != 4 || th[0].Source != "state_energy.calibration.quantiles[99.9]" {
+				t.Fatalf("thresholds %+v", th)
+			}
+			fresh := func(in *Inputs) { in.Scores[ScoreStateEnergy] = 1 }
+			r.tick(fresh)
+			if err := r.resetAt(fresh); err != nil {
+				t.Fatal(err)
+			}
+			var d Decision
+			for i := 0; i < 5; i++ {
+				// The energy scores are high: they are not watched.
+				if d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = 1e9, tc.state }); d.State == Stopped {
+					break
+				}
+			}
+			if d.State != Stopped || d.Reason.Kind != tc.kind || d.Reason.Score != ScoreStateEnergy {
+				t.Fatalf("decision %v %v (score %v): %s; want stopped by %v on state_energy", d.State, d.Reason.Kind, d.Reason.Score, d.Reason.Message, tc.kind)
+			}
+			if !strings.Contains(d.Reason.Message, "state_energy") {
+				t.Errorf("message %q does not name the score", d.Reason.Message)
+			}
+			if tc.kind == KindEnergy && (d.Reason.Threshold != 4 || d.Reason.Scores[ScoreStateEnergy] != 7) {
+				t.Errorf("reason %+v", d.Reason)
+			}
+		})
+	}
+}
+
+// FitClosedLoop writes the score its traces hold.
+func TestFitClosedLoopScoreName(t *testing.T) {
+	traces := make([][]float64, 20)
+	for e := range traces {
+		traces[e] = make([]float64, 60)
+		for i := range traces[e] {
+			traces[e][i] = math.Sin(float64(e*7+i)) + 0.1*float64(e%3)
+		}
+	}
+	for _, tc := range []struct {
+		score Score
+		want  string
+	}{{0, "energy"}, {ScoreCentered, "centered_energy"}, {ScoreStateEnergy, "state_energy"}} {
+		cl, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: 0.2, Score: tc.score})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl.Score != tc.want || cl.Validate() != nil {
+			t.Errorf("Score %v: closed loop score %q (%v), want %q", tc.score, cl.Score, cl.Validate(), tc.want)
+		}
+	}
+	if _, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: 0.2, Score: NumScores}); err == nil || !strings.Contains(err.Error(), "state_energy") {
+		t.Errorf("unknown score: %v", err)
+	}
+}
