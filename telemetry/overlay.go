@@ -131,6 +131,7 @@ type overlayData struct {
 	have        bool
 	energy      float64
 	threshold   float64
+	label       string // the watched score's short label (scoreLabel)
 	state       []byte
 	reason      []byte
 	loopHz      float64
@@ -156,6 +157,7 @@ func (o *overlayState) update(s *Sample) {
 	d := &o.d
 	d.have = true
 	d.energy, d.threshold = s.Energy, s.Threshold
+	d.label = scoreLabel(s.Watched)
 	d.state = append(d.state[:0], s.State...)
 	d.reason = append(d.reason[:0], s.Reason...)
 	d.loopHz = s.LoopRateHz
@@ -195,6 +197,21 @@ func (o *overlayState) snapshot(dst *overlayData) {
 	dst.planned = append(planned[:0], d.planned...)
 	dst.scratchText = scratch
 	o.mu.Unlock()
+}
+
+// scoreLabel is the overlay's short name of the watched score (Sample.Watched):
+// "E" for the energy, "CE" for the centered energy, "SE" for the state
+// energy. A constant string: no allocation per sample.
+func scoreLabel(watched string) string {
+	switch watched {
+	case "centered_energy":
+		return "CE"
+	case "state_energy":
+		return "SE"
+	case "", "energy":
+		return "E"
+	}
+	return "?"
 }
 
 // traceAt returns the i-th trace value, oldest first.
@@ -306,8 +323,13 @@ func drawOverlay(im rgbImage, d *overlayData) {
 		im.fill(tx-k, l.barY-2*k, 2*k, l.barH+4*k, colThreshold)
 	}
 
-	// Values.
-	txt = append(txt[:0], "E "...)
+	// Values, labelled with the score the stop watches.
+	label := d.label
+	if label == "" {
+		label = "E"
+	}
+	txt = append(txt[:0], label...)
+	txt = append(txt, ' ')
 	txt = strconv.AppendFloat(txt, d.energy, 'f', 3, 64)
 	txt = append(txt, "  THR "...)
 	txt = strconv.AppendFloat(txt, d.threshold, 'f', 3, 64)

@@ -243,3 +243,54 @@ func BenchmarkOverlay640x480(b *testing.B) {
 		drawOverlay(im, &d)
 	}
 }
+
+// The overlay and the wire say which score the stop watches.
+func TestWatchedScoreIsLabelled(t *testing.T) {
+	for _, tc := range []struct{ watched, label, wire string }{
+		{"", "E", "energy"}, {"energy", "E", "energy"}, {"centered_energy", "CE", "centered_energy"},
+		{"state_energy", "SE", "state_energy"}, {"other", "?", "other"},
+	} {
+		if got := scoreLabel(tc.watched); got != tc.label {
+			t.Errorf("scoreLabel(%q) = %q, want %q", tc.watched, got, tc.label)
+		}
+		var got map[string]any
+		s := Sample{Energy: 1, Threshold: 2, Watched: tc.watched, StateEnergy: 0.25}
+		if err := json.Unmarshal(appendSampleJSON(nil, &s), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["watch"] != tc.wire || got["state_energy"] != 0.25 {
+			t.Errorf("watched %q: sample %v", tc.watched, got)
+		}
+		e := Event{Kind: "trip", Score: tc.watched, Energy: 3}
+		if err := json.Unmarshal(appendEventJSON(nil, &e, true), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["score"] != tc.wire {
+			t.Errorf("watched %q: event %v", tc.watched, got)
+		}
+	}
+	// Without a state term the sample says null.
+	var got map[string]any
+	s := Sample{StateEnergy: math.NaN()}
+	if err := json.Unmarshal(appendSampleJSON(nil, &s), &got); err != nil || got["state_energy"] != nil {
+		t.Errorf("state_energy NaN: %v (%v)", got, err)
+	}
+	// The value line's label changes the pixels drawn; nothing else does.
+	l := layoutFor(320, 240)
+	a := drawSample(t, 320, 240, Sample{Energy: 0.3, Threshold: 1, State: StateRunning})
+	b := drawSample(t, 320, 240, Sample{Energy: 0.3, Threshold: 1, State: StateRunning, Watched: "state_energy"})
+	differ := false
+	for y := 0; y < 240; y++ {
+		for x := 0; x < 320; x++ {
+			if a.at(x, y) != b.at(x, y) {
+				if y < l.valueY || y >= l.valueY+7 {
+					t.Fatalf("pixel (%d, %d) outside the value line differs", x, y)
+				}
+				differ = true
+			}
+		}
+	}
+	if !differ {
+		t.Error("the watched score's label is not drawn")
+	}
+}

@@ -22,6 +22,14 @@ type Sample struct {
 	// the chosen action chunk, or whatever score the monitor stops on).
 	Energy    float64
 	Threshold float64
+	// Watched names the score Energy holds and the stop compares with
+	// Threshold: "energy", "centered_energy" or "state_energy"; "" (or
+	// "energy") for the energy. The page and the overlay label it.
+	Watched string
+	// StateEnergy is the bundle's state term on the newest observation
+	// (higher = further from the demonstrations), whether the stop watches
+	// it or not; NaN when the bundle has none or there is no fresh score.
+	StateEnergy float64
 	// Reward is the centered reward −(E − mean E(ref)); optional.
 	Reward float64
 	// Scores holds further energy scores (e.g. per-candidate energies);
@@ -53,8 +61,8 @@ const (
 	MaxPlanSteps = 32
 )
 
-// Event is a safety event: a trip, a stop, a reset. Trace holds the energy
-// scores that led to it (oldest first).
+// Event is a safety event: a trip, a stop, a reset. Trace holds the
+// watched score's values that led to it (oldest first).
 type Event struct {
 	Time      time.Time
 	Tick      uint64
@@ -63,7 +71,10 @@ type Event struct {
 	Actor     string // who caused it ("safety", "web:…")
 	Energy    float64
 	Threshold float64
-	Trace     []float64
+	// Score names the score Energy and Trace hold (as Sample.Watched; ""
+	// for the energy).
+	Score string
+	Trace []float64
 }
 
 // Controller is what the page's STOP and RESET buttons reach. The runtime

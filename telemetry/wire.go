@@ -10,10 +10,14 @@ import (
 // Data-channel messages are JSON objects with a "type":
 //
 //	hello   {type, scope, can_reset, video:{width,height,fps}, events:[…], stats}
-//	sample  {type, tick, t (unix ms), energy, threshold, reward, scores, state,
-//	         reason, loop_hz, tick_ms, inference_ms, joints, velocities, ee,
-//	         gripper, planned:[[…]…]}
-//	event   {type, t, tick, kind, reason, actor, energy, threshold, trace}
+//	sample  {type, tick, t (unix ms), energy, threshold, watch, state_energy,
+//	         reward, scores, state, reason, loop_hz, tick_ms, inference_ms,
+//	         joints, velocities, ee, gripper, planned:[[…]…]}
+//	event   {type, t, tick, kind, reason, actor, energy, threshold, score, trace}
+//
+// "energy" is the value of the score the stop watches, named by "watch"
+// ("energy", "centered_energy" or "state_energy"); "state_energy" is the
+// bundle's state term whether watched or not (null without one).
 //	stats   {type, t, cpu:{…}, gpu:[…], gpu_source, gpu_error, video:{…}}
 //
 // Non-finite numbers are sent as null.
@@ -89,6 +93,14 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// watchedName is the name of a watched score on the wire: "" is the energy.
+func watchedName(s string) string {
+	if s == "" {
+		return "energy"
+	}
+	return s
+}
+
 func unixMillis(t time.Time) float64 {
 	return float64(t.UnixNano()) / 1e6
 }
@@ -116,6 +128,10 @@ func appendSampleJSON(b []byte, s *Sample) []byte {
 	b = appendNum(b, s.Energy)
 	b = append(b, `,"threshold":`...)
 	b = appendNum(b, s.Threshold)
+	b = append(b, `,"watch":`...)
+	b = appendString(b, watchedName(s.Watched))
+	b = append(b, `,"state_energy":`...)
+	b = appendNum(b, s.StateEnergy)
 	b = append(b, `,"reward":`...)
 	b = appendNum(b, s.Reward)
 	b = append(b, `,"scores":`...)
@@ -169,6 +185,8 @@ func appendEventJSON(b []byte, e *Event, typed bool) []byte {
 	b = appendNum(b, e.Energy)
 	b = append(b, `,"threshold":`...)
 	b = appendNum(b, e.Threshold)
+	b = append(b, `,"score":`...)
+	b = appendString(b, watchedName(e.Score))
 	b = append(b, `,"trace":`...)
 	b = appendNums(b, e.Trace)
 	return append(b, '}')

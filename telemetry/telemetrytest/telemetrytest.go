@@ -218,7 +218,7 @@ func (s *Source) Run(ctx context.Context, sink Sink) error {
 				state, reason = s.Controller.State()
 			}
 			sink.Publish(telemetry.Sample{
-				Tick: tick, Time: now, Energy: thr * (0.35 + 0.1*math.Sin(ph*2)), Threshold: thr,
+				Tick: tick, Time: now, Energy: thr * (0.35 + 0.1*math.Sin(ph*2)), Threshold: thr, StateEnergy: math.NaN(),
 				State: state, Reason: reason, LoopRateHz: float64(s.ControlRate),
 				TickDuration: 3 * time.Millisecond, InferenceLatency: 12 * time.Millisecond,
 				Joints: joints, EndEffector: joints[:3], Gripper: 0.5, Planned: planned,

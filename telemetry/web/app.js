@@ -3,7 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 const ef = { pc: null, dc: null, token: '', scope: 'none', counts: { hello: 0, sample: 0, event: 0, stats: 0, bad: 0 },
-  lastSample: null, lastRaw: null, samples: [], events: [], connected: false, error: '' };
+  lastSample: null, lastRaw: null, samples: [], events: [], connected: false, error: '', hasState: false };
 window.__ef = ef; // for tests and debugging
 
 const MAX_POINTS = 300;
@@ -138,6 +138,9 @@ function onMessage(raw) {
   }
 }
 
+// How the page names the scores the stop can watch (the sample's "watch").
+const SCORE_NAMES = { energy: 'energy', centered_energy: 'centered energy', state_energy: 'state energy' };
+
 const fmt = (v, d = 3) => (v === null || v === undefined || Number.isNaN(v)) ? '—' : Number(v).toFixed(d);
 const vec = (a) => (a && a.length) ? a.map((x) => fmt(x, 2)).join(' ') : '—';
 
@@ -146,6 +149,16 @@ function showSample(m) {
   st.textContent = m.state + (m.reason ? ': ' + m.reason : '');
   st.className = 'state ' + (m.state === 'RUNNING' ? 'running' : 'stopped');
   $('v-tick').textContent = m.tick;
+  // The plotted value is the score the stop watches; say which.
+  const watch = SCORE_NAMES[m.watch] || m.watch || 'energy';
+  $('h-energy').textContent = watch;
+  $('l-watch').textContent = watch;
+  $('watch-note').textContent = 'the stop watches the ' + watch;
+  // The state term, when the bundle has one, whether watched or not.
+  // (ticks without a fresh score send null: keep the row once seen)
+  ef.hasState = ef.hasState || (m.state_energy !== null && m.state_energy !== undefined);
+  $('r-state').hidden = !ef.hasState || m.watch === 'state_energy';
+  $('v-state').textContent = fmt(m.state_energy);
   $('v-energy').textContent = fmt(m.energy);
   $('v-threshold').textContent = fmt(m.threshold);
   $('v-loop').textContent = fmt(m.loop_hz, 1) + ' Hz';
@@ -200,7 +213,7 @@ function addEvent(e) {
   const k = document.createElement('span');
   k.className = 'kind ' + e.kind; k.textContent = e.kind.toUpperCase();
   const r = document.createElement('span');
-  r.textContent = e.reason + (e.actor ? ' — ' + e.actor : '') + (e.energy !== null && e.kind === 'trip' ? ' (E ' + fmt(e.energy) + ')' : '');
+  r.textContent = e.reason + (e.actor ? ' — ' + e.actor : '') + (e.energy !== null && e.kind === 'trip' ? ' (' + (SCORE_NAMES[e.score] || 'energy') + ' ' + fmt(e.energy) + ')' : '');
   li.append(t, k, r);
   const list = $('events');
   list.prepend(li);
