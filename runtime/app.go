@@ -45,6 +45,8 @@ type App struct {
 	backend engines.Backend
 	sampler *engines.Sampler
 	scorer  *engines.Sampler
+	state   *engines.StateTerm // the re-scorer of a diffusion bundle with the state term; nil otherwise
+	watch   safety.Score       // the first monitored score (ScoreEnergy when none), for events and metrics
 	arm     *actuators.ModbusArm
 	guard   *safety.Guard
 	events  chan safety.Event
@@ -107,12 +109,20 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
-	// The re-scoring sampler exists only for a policy with an energy.
-	if a.sampler.HasEnergy() {
+	// The re-scoring sampler exists only for a policy with an energy (it
+	// evaluates the state term too, when the bundle has one); a policy
+	// without an energy is re-scored on its state term alone, if any.
+	switch {
+	case a.sampler.HasEnergy():
 		if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.scorer.Close)
+	case a.bundle.Manifest.HasStateEnergy():
+		if a.state, err = engines.NewStateTerm(a.bundle, a.backend); err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, a.state.Close)
 	}
 	cond, err := engines.NewConditioner(&a.bundle.Manifest)
 	if err != nil {
@@ -155,12 +165,15 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	guard.Store(a.guard)
+	if th := a.guard.Thresholds(); len(th) > 0 {
+		a.watch = th[0].Score
+	}
 
 	// Telemetry.
 	if cfg.Telemetry.Enabled {
 		g := gpu.Open("/", log.With("part", "gpu"))
 		a.closers = append(a.closers, g.Close)
-		metrics := telemetry.NewMetricsWith(telemetry.MetricsOptions{EnergyBuckets: energyBuckets(a.bundle.Manifest.Calibration)})
+		metrics := telemetry.NewMetricsWith(telemetry.MetricsOptions{EnergyBuckets: scoreBuckets(&a.bundle.Manifest, a.watch.String())})
 		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, GPU: g, Logger: log.With("part", "telemetry"),
 			Announce: opts.Announce, Metrics: metrics}); err != nil {
 			return nil, err
@@ -196,8 +209,11 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
 		Sampler: a.sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
-	if a.scorer != nil { // a nil *engines.Sampler in the interface would not be nil
+	switch { // a nil *engines.Sampler in the interface would not be nil
+	case a.scorer != nil:
 		deps.Scorer = a.scorer
+	case a.state != nil:
+		deps.Scorer = NewStateScorer(a.state)
 	}
 	if tel != nil {
 		deps.Sink = tel
@@ -291,18 +307,38 @@ func (a *App) openVision(cfg *Config) error {
 // safetyConfig returns the safety gate's configuration for the bundle:
 // cfg.Safety as it is for a policy with an energy. A policy without one
 // (diffusion) gets the energy monitor disabled, with one warning, since
-// there is nothing to score; every other check still stops the arm. A
-// configuration that asks for energy scores with such a policy is refused
-// rather than silently ignored.
+// there is nothing to score; every other check still stops the arm —
+// unless the config watches the bundle's state term alone
+// (state_energy), which such a bundle may have. A configuration that asks
+// for a score the bundle cannot give (an energy of a diffusion policy,
+// state_energy of a bundle without the state term) is refused rather than
+// silently ignored.
 func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Config, error) {
 	sc := cfg.Safety
 	m := &b.Manifest
+	onlyState := len(sc.Energy.Scores) > 0
+	for _, s := range sc.Energy.Scores {
+		if s.Name != engines.ScoreStateEnergy {
+			onlyState = false
+			continue
+		}
+		if !sc.Energy.Disabled && !m.HasStateEnergy() {
+			return sc, cfg.keyError("safety.energy.scores", fmt.Errorf("%q, but bundle %s has no state term (no \"state_energy\" block in its manifest): train one (python -m energyflow state-term --bundle %s --data D.hdf5) or watch another score", s.Name, b.Dir, b.Dir))
+		}
+	}
 	if m.HasEnergy() {
 		warnCalibrationSteps(cfg, m, log)
 		return sc, nil
 	}
+	if !sc.Energy.Disabled && onlyState {
+		return sc, nil // a diffusion policy watched on its state term alone
+	}
 	if !sc.Energy.Disabled && len(sc.Energy.Scores) > 0 {
-		return sc, cfg.keyError("safety.energy.scores", fmt.Errorf("bundle %s is a %q policy, which has no energy: it cannot be monitored — remove safety.energy.scores (the energy stop is then off; all other safety checks stay on)", b.Dir, m.Policy))
+		hint := "remove safety.energy.scores (the energy stop is then off; all other safety checks stay on)"
+		if m.HasStateEnergy() {
+			hint = "watch only its state term (safety.energy.scores: [{name: state_energy}]), or remove safety.energy.scores (the energy stop is then off; all other safety checks stay on)"
+		}
+		return sc, cfg.keyError("safety.energy.scores", fmt.Errorf("bundle %s is a %q policy, which has no energy: it cannot be monitored on energy scores — %s", b.Dir, m.Policy, hint))
 	}
 	sc.Energy.Disabled = true
 	log.Warn("the policy has no energy, so the energy stop is disabled; deadlines, NaN, arm connection, limits and the other watchdogs still stop the arm",
@@ -331,7 +367,8 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 	}
 	calibrated := len(cfg.Safety.Energy.Scores) == 0
 	for _, s := range cfg.Safety.Energy.Scores {
-		calibrated = calibrated || s.Threshold == nil
+		// The state term reads the observation alone: it does not depend on K.
+		calibrated = calibrated || s.Threshold == nil && s.Name != engines.ScoreStateEnergy
 	}
 	if !calibrated {
 		return
@@ -340,14 +377,24 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 		"bundle", m.Name, "policy_steps", k, "calibration_steps", c.Steps)
 }
 
-// safetyCalibration converts the bundle's calibration for the safety gate.
+// safetyCalibration converts the bundle's calibration for the safety gate,
+// with the state_energy block's held-out statistics in StateEnergy (the
+// state score's default threshold). Nil when the bundle has neither.
 func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 	c := b.Manifest.Calibration
+	var state *safety.ScoreStats
+	if se := b.Manifest.StateEnergy; se != nil {
+		state = &safety.ScoreStats{Mean: se.Calibration.Mean, Std: se.Calibration.Std, Quantiles: se.Calibration.Quantiles}
+	}
 	if c == nil {
-		return nil, nil
+		if state == nil {
+			return nil, nil
+		}
+		return &safety.Calibration{StateEnergy: state}, nil
 	}
 	out := &safety.Calibration{NWindows: c.NWindows, Seed: c.Seed, Steps: c.Steps, Scores: map[string]safety.ScoreStats{},
-		Recommended: safety.Recommendation{Score: c.Recommended.Score, Threshold: c.Recommended.Threshold, Rule: c.Recommended.Rule}}
+		Recommended: safety.Recommendation{Score: c.Recommended.Score, Threshold: c.Recommended.Threshold, Rule: c.Recommended.Rule},
+		StateEnergy: state}
 	for k, s := range c.Scores {
 		out.Scores[k] = safety.ScoreStats{Mean: s.Mean, Std: s.Std, Quantiles: s.Quantiles}
 	}
@@ -521,10 +568,15 @@ func (a *App) forwardEvents(ctx context.Context) {
 			return
 		case e := <-a.events:
 			if a.tel != nil {
+				// The watched score, or the one that tripped the energy monitor.
+				w := a.watch
+				if e.Reason.Kind == safety.KindEnergy {
+					w = e.Reason.Score
+				}
 				te := telemetry.Event{Time: e.Time, Tick: uint64(e.Tick), Kind: e.Type.String(), Reason: e.Reason.Kind.String() + ": " + e.Reason.Message,
-					Actor: e.Actor, Energy: e.Reason.Scores[safety.ScoreEnergy], Threshold: e.Reason.Threshold}
+					Actor: e.Actor, Energy: e.Reason.Scores[w], Threshold: e.Reason.Threshold, Score: w.String()}
 				for _, s := range e.Trace {
-					te.Trace = append(te.Trace, s.Scores[safety.ScoreEnergy])
+					te.Trace = append(te.Trace, s.Scores[w])
 				}
 				a.tel.PublishEvent(te)
 				if e.Type == safety.EventTrip {

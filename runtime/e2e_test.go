@@ -54,6 +54,7 @@ type stack struct {
 	mu     sync.Mutex
 	ticks  []Tick
 	decs   []safety.State
+	scores []safety.Scores // what the gate saw each tick
 }
 
 const viewToken, resetToken = "view-token-for-tests", "reset-token-for-tests"
@@ -116,10 +117,11 @@ func startStack(t *testing.T, rateHz float64, edit func(*Config)) *stack {
 	if os.Getenv("E2E_DEBUG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	app, err := NewApp(ctx, &c, AppOptions{Logger: logger, Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision, _ safety.Scores) {
+	app, err := NewApp(ctx, &c, AppOptions{Logger: logger, Announce: io.Discard, OnTick: func(tk Tick, d *safety.Decision, sc safety.Scores) {
 		s.mu.Lock()
 		s.ticks = append(s.ticks, tk)
 		s.decs = append(s.decs, d.State)
+		s.scores = append(s.scores, sc)
 		s.mu.Unlock()
 	}})
 	if err != nil {

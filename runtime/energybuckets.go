@@ -21,10 +21,29 @@ const energyBucketCount = 32
 // is where the stop is least sensitive). Without a calibrated energy it
 // returns telemetry's defaults.
 func energyBuckets(c *engines.Calibration) []float64 {
-	if c == nil {
-		return telemetry.DefaultEnergyBuckets()
+	return scoreBuckets(&engines.Manifest{Calibration: c}, engines.ScoreEnergy)
+}
+
+// scoreBuckets is energyBuckets for the score the stop watches (the
+// histogram observes that score): its held-out statistics are the
+// calibration's for that score, or for "state_energy" the state_energy
+// block's, whose q99.9 is then the threshold bound unless a closed-loop
+// calibration of the state score adds its largest band.
+func scoreBuckets(m *engines.Manifest, score string) []float64 {
+	c := m.Calibration
+	var st engines.ScoreStats
+	ok := false
+	thr := math.NaN()
+	switch {
+	case score == engines.ScoreStateEnergy && m.StateEnergy != nil:
+		sc := m.StateEnergy.Calibration
+		st, ok = engines.ScoreStats{Mean: sc.Mean, Std: sc.Std, Quantiles: sc.Quantiles}, true
+		if q, has := sc.Quantiles[engines.StateEnergyQuantile]; has && finiteAll(q) {
+			thr = q
+		}
+	case c != nil:
+		st, ok = c.Scores[score]
 	}
-	st, ok := c.Scores["energy"]
 	if !ok || !finiteAll(st.Mean, st.Std) || st.Std <= 0 {
 		return telemetry.DefaultEnergyBuckets()
 	}
@@ -32,13 +51,14 @@ func energyBuckets(c *engines.Calibration) []float64 {
 	if q, ok := st.Quantiles["99.9"]; ok && finiteAll(q) {
 		top = math.Max(top, q)
 	}
-	thr := math.NaN()
-	if c.Recommended.Score == "energy" && finiteAll(c.Recommended.Threshold) {
+	if c != nil && c.Recommended.Score == score && finiteAll(c.Recommended.Threshold) {
 		thr = c.Recommended.Threshold
+	}
+	if !math.IsNaN(thr) {
 		top = math.Max(top, thr)
 	}
 	band := math.NaN() // the largest closed-loop band threshold
-	if cl := c.ClosedLoop; cl != nil && cl.Score == "energy" {
+	if cl := closedLoopOf(c); cl != nil && cl.Score == score {
 		for _, bd := range cl.Bands {
 			if finiteAll(bd.Threshold) && !(bd.Threshold <= band) {
 				band = bd.Threshold
@@ -66,6 +86,13 @@ func energyBuckets(c *engines.Calibration) []float64 {
 		b = slices.Compact(b)
 	}
 	return b
+}
+
+func closedLoopOf(c *engines.Calibration) *engines.ClosedLoop {
+	if c == nil {
+		return nil
+	}
+	return c.ClosedLoop
 }
 
 func finiteAll(v ...float64) bool {

@@ -62,3 +62,33 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 		})
 	}
 }
+
+// Watching the state score, the histogram follows the state_energy block:
+// its held-out statistics and q99.9 (the default threshold), or the
+// largest band of a closed-loop calibration of that score.
+func TestScoreBucketsFollowTheStateTerm(t *testing.T) {
+	se := &engines.StateEnergySpec{Calibration: engines.StateEnergyCalibration{Mean: 0.5, Std: 1,
+		Quantiles: map[string]float64{"50": 0.3, "99.9": 4.25}}}
+	cl := &engines.Calibration{ClosedLoop: &engines.ClosedLoop{Score: "state_energy",
+		Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 6.5}, {From: 10, Threshold: 5}}}}
+	cases := []struct {
+		name      string
+		m         *engines.Manifest
+		lo, hi    float64
+		wantBound float64
+	}{
+		{"held-out q99.9", &engines.Manifest{StateEnergy: se}, 0.5 - 4, 4.25 + 4, 4.25},
+		{"closed loop of the state score", &engines.Manifest{StateEnergy: se, Calibration: cl}, 0.5 - 4, 6.5 + 4, 6.5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := scoreBuckets(c.m, engines.ScoreStateEnergy)
+			if !slices.IsSorted(b) || math.Abs(b[0]-c.lo) > 1e-9 || math.Abs(b[len(b)-1]-c.hi) > 1e-9 || !slices.Contains(b, c.wantBound) {
+				t.Fatalf("buckets %v: want %g…%g with the bound %g", b, c.lo, c.hi, c.wantBound)
+			}
+		})
+	}
+	if b := scoreBuckets(&engines.Manifest{}, engines.ScoreStateEnergy); !slices.Equal(b, telemetry.DefaultEnergyBuckets()) {
+		t.Errorf("no state term: %v, want the defaults", b)
+	}
+}

@@ -46,10 +46,13 @@ type LoopDeps struct {
 	Arm      actuators.Arm
 	Guard    *safety.Guard
 	Sampler  PolicySampler
-	// Scorer re-scores the committed chunk every tick. Nil for a policy
-	// without an energy (engines.Sampler.HasEnergy false): no re-scoring
-	// goroutine runs and every tick's scores are NaN, so the Guard must
-	// have its energy monitor disabled.
+	// Scorer re-scores the committed chunk every tick under the newest
+	// observation: the energies and, when the bundle has the state term,
+	// its state_energy. Nil for a policy without an energy
+	// (engines.Sampler.HasEnergy false) and without a state term: no
+	// re-scoring goroutine runs and every tick's scores are NaN, so the
+	// Guard must have its energy monitor disabled. A diffusion bundle with
+	// the state term has a StateScorer.
 	Scorer   PolicyScorer
 	Cond     *engines.Conditioner
 	Sink     Sink         // nil: no telemetry
@@ -121,7 +124,9 @@ type Loop struct {
 	sample      telemetry.Sample
 	lastInf     time.Duration
 	lastCondLog time.Time
-	thr         float64 // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
+	thr         float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
+	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
+	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
 
 	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
@@ -133,7 +138,8 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	if d.Config == nil || d.Manifest == nil || d.Arm == nil || d.Guard == nil || d.Sampler == nil || d.Cond == nil {
 		return nil, errors.New("runtime: NewLoop needs Config, Manifest, Arm, Guard, Sampler and Cond")
 	}
-	if d.Scorer == nil && len(d.Guard.Thresholds()) > 0 {
+	th := d.Guard.Thresholds()
+	if d.Scorer == nil && len(th) > 0 {
 		return nil, errors.New("runtime: NewLoop: the safety gate monitors energy scores but there is no Scorer to compute them — disable safety.energy for a policy without an energy")
 	}
 	if d.Clock == nil {
@@ -146,7 +152,10 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		d.Notifier = &Notifier{}
 	}
 	m := d.Manifest
-	l := &Loop{d: d, log: d.Logger, period: d.Config.Period()}
+	l := &Loop{d: d, log: d.Logger, period: d.Config.Period(), watch: safety.ScoreEnergy}
+	if len(th) > 0 {
+		l.watch, l.watchName = th[0].Score, th[0].Score.String()
+	}
 	l.machine = NewMachine(d.Clock.Now, l.onTransition)
 
 	// Probe the arm once: the state's shape fixes the observation layout.
@@ -363,10 +372,11 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 	}
 
-	// 4. Re-score the committed plan under the newest observation. A
-	// re-score that missed the previous tick's wait is picked up first
-	// (it is one tick old); then this tick's is submitted. Without a
-	// Scorer (no energy) the scores stay NaN.
+	// 4. Re-score the committed plan under the newest observation (the
+	// energies, and the state term of that observation when the bundle has
+	// one). A re-score that missed the previous tick's wait is picked up
+	// first (it is one tick old); then this tick's is submitted. Without a
+	// Scorer (no energy, no state term) the scores stay NaN.
 	scores := safety.NoScores()
 	if l.score != nil {
 		if j := l.score.poll(); j != nil {
@@ -441,8 +451,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if tk.Missed > 0 {
 			l.d.Metrics.TickOverrun()
 		}
-		if !math.IsNaN(scores[safety.ScoreEnergy]) {
-			l.d.Metrics.ObserveEnergy(scores[safety.ScoreEnergy], l.threshold())
+		if x := scores[l.watch]; !math.IsNaN(x) {
+			l.d.Metrics.ObserveEnergy(x, l.threshold())
 		}
 	}
 	if l.d.Sink != nil {
@@ -523,7 +533,8 @@ func (l *Loop) fillScoreWindow(now time.Time) {
 	}
 }
 
-// takeScore copies a finished re-score into scores.
+// takeScore copies a finished re-score into scores (StateEnergy is NaN
+// without a state term, the energies NaN for a StateScorer).
 func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 	if j.err != nil {
 		l.stats.scoreErrors.Add(1)
@@ -531,6 +542,7 @@ func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 	}
 	scores[safety.ScoreEnergy] = float64(j.score.Energy)
 	scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
+	scores[safety.ScoreStateEnergy] = float64(j.score.StateEnergy)
 }
 
 func (l *Loop) scoreWait() time.Duration {
@@ -567,7 +579,9 @@ func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur ti
 	s := &l.sample
 	s.Tick = uint64(tk.N)
 	s.Time = tk.Woke
-	s.Energy = scores[safety.ScoreEnergy]
+	s.Energy = scores[l.watch] // the score the stop compares with Threshold
+	s.Watched = l.watchName
+	s.StateEnergy = scores[safety.ScoreStateEnergy]
 	s.Reward = -scores[safety.ScoreCentered]
 	s.Threshold = l.threshold()
 	s.State = d.State.String()

@@ -20,6 +20,7 @@ type recorder struct {
 	obsWidth int
 	dim      int
 	maxSteps int
+	state    bool // the bundle has the state term: record "state_energy" too
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -30,7 +31,7 @@ type recorder struct {
 }
 
 func newRecorder(cfg *Config, m *engines.Manifest, log *slog.Logger) *recorder {
-	r := &recorder{dir: cfg.Recording.Dir, env: m.Name, dim: m.ActionDim, maxSteps: cfg.Recording.MaxSteps, log: log}
+	r := &recorder{dir: cfg.Recording.Dir, env: m.Name, dim: m.ActionDim, maxSteps: cfg.Recording.MaxSteps, state: m.HasStateEnergy(), log: log}
 	for _, o := range m.Obs {
 		if o.Kind == "state" {
 			r.obsName, r.obsWidth = o.Name, o.Width()
@@ -41,7 +42,11 @@ func newRecorder(cfg *Config, m *engines.Manifest, log *slog.Logger) *recorder {
 }
 
 func (r *recorder) newEpisode() *record.Episode {
-	ep := record.NewEpisode(r.env, map[string][]int{r.obsName: {r.obsWidth}}, r.dim, "energy", "centered_energy")
+	scores := []string{"energy", "centered_energy"}
+	if r.state {
+		scores = append(scores, "state_energy")
+	}
+	ep := record.NewEpisode(r.env, map[string][]int{r.obsName: {r.obsWidth}}, r.dim, scores...)
 	ep.Obs[r.obsName].F32 = make([]float32, 0, r.maxSteps*r.obsWidth)
 	ep.Actions.F32 = make([]float32, 0, r.maxSteps*r.dim)
 	for _, s := range ep.Scores {
@@ -67,6 +72,9 @@ func (r *recorder) Step(obs []float32, action []float64, gripper float64, scores
 	r.ep.Actions.AppendF32(r.row)
 	r.ep.Scores["energy"].AppendF32([]float32{nanTo(scores[safety.ScoreEnergy])})
 	r.ep.Scores["centered_energy"].AppendF32([]float32{nanTo(scores[safety.ScoreCentered])})
+	if r.state {
+		r.ep.Scores["state_energy"].AppendF32([]float32{nanTo(scores[safety.ScoreStateEnergy])})
+	}
 	full := r.ep.Actions.Steps() >= r.maxSteps
 	r.mu.Unlock()
 	if full {

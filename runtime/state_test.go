@@ -1,0 +1,236 @@
+package runtime
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+)
+
+// withStateTerm copies the bundle at src into a temporary directory and
+// gives it a state term: engines/testdata/quad/state_energy.onnx
+// (state_energy = ½‖cond‖² − 1, any cond width) and its manifest block,
+// with held-out q99.9 q999.
+func withStateTerm(t testing.TB, src string, q999 float64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), filepath.Base(src)+"-state")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(filepath.Join(repoRoot(t), "engines", "testdata", "quad", "state_energy.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state_energy.onnx"), g, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(g)
+	m["files"].(map[string]any)["state_energy.onnx"] = hex.EncodeToString(sum[:])
+	m["state_energy"] = map[string]any{
+		"graph": "state_energy.onnx", "input": "cond", "output": "state_energy", "reading": "max_sigma_z",
+		"sigmas": []float64{0.05, 3}, "mean": []float64{1, 0}, "std": []float64{1, 1},
+		"calibration": map[string]any{"mean": 1, "std": 2, "quantiles": map[string]any{"50": 1, "90": 3, "99": 5, "99.9": q999}, "max": q999, "n": 100},
+	}
+	out, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The configuration of the state score is checked against the bundle at
+// start-up: state_energy needs the state term; a diffusion policy may be
+// watched on it alone, never on an energy.
+func TestSafetyConfigStateEnergy(t *testing.T) {
+	energyflow, err := engines.LoadBundle(testBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withState, err := engines.LoadBundle(withStateTerm(t, testBundle(t), 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffusion, err := engines.LoadBundle(diffusionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffusionState, err := engines.LoadBundle(withStateTerm(t, diffusionBundle(t), 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	thr := 3.0
+	state, energy := safety.ScoreConfig{Name: "state_energy"}, safety.ScoreConfig{Name: "energy", Threshold: &thr}
+	cases := []struct {
+		name         string
+		b            *engines.Bundle
+		scores       []safety.ScoreConfig
+		errHas       []string
+		wantDisabled bool
+	}{
+		{"state score without a state term", energyflow, []safety.ScoreConfig{state}, []string{"safety.energy.scores", `"state_energy", but bundle`, "no state term", "state-term"}, false},
+		{"state score with the state term", withState, []safety.ScoreConfig{energy, state}, nil, false},
+		{"the default stays the energy's", withState, nil, nil, false},
+		{"diffusion watched on its state term", diffusionState, []safety.ScoreConfig{state}, nil, false},
+		{"diffusion with energy and state", diffusionState, []safety.ScoreConfig{energy, state}, []string{"safety.energy.scores", "no energy", "watch only its state term"}, false},
+		{"diffusion without scores", diffusionState, nil, nil, true},
+		{"diffusion without a state term", diffusion, []safety.ScoreConfig{state}, []string{"safety.energy.scores", "no state term"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Safety.Energy.Scores = tc.scores
+			sc, err := safetyConfig(&cfg, tc.b, slog.New(slog.DiscardHandler))
+			if tc.errHas != nil {
+				for _, w := range tc.errHas {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Fatalf("err = %v, want it to contain %q", err, w)
+					}
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error is not one line: %q", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Energy.Disabled != tc.wantDisabled {
+				t.Errorf("energy.disabled = %v, want %v", sc.Energy.Disabled, tc.wantDisabled)
+			}
+		})
+	}
+}
+
+// The state_energy block's held-out statistics reach the gate, with or
+// without a calibration block, and give the state score its default
+// threshold (q99.9).
+func TestSafetyCalibrationCopiesStateEnergy(t *testing.T) {
+	b, err := engines.LoadBundle(withStateTerm(t, testBundle(t), 7.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withCal := range []bool{false, true} {
+		if withCal {
+			b.Manifest.Calibration = &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}}
+		}
+		cal, err := safetyCalibration(b)
+		if err != nil || cal == nil || cal.StateEnergy == nil || cal.StateEnergy.Quantiles["99.9"] != 7.5 || cal.StateEnergy.Std != 2 {
+			t.Fatalf("calibration block %v: %+v, %v", withCal, cal, err)
+		}
+		if withCal != (cal.Recommended.Score == "energy") {
+			t.Errorf("calibration block %v: recommended %+v", withCal, cal.Recommended)
+		}
+	}
+	plain, err := engines.LoadBundle(testBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal, err := safetyCalibration(plain); err != nil || cal != nil {
+		t.Errorf("a bundle with neither: %+v, %v", cal, err)
+	}
+}
+
+// TestEndToEndStateEnergy runs the stack on a bundle with the state term
+// and the stop watching it: every re-score brings a state energy (the
+// analytic ½‖cond‖² − 1 ≥ −1) next to the energies, the gate runs on it,
+// and the metrics observe the watched score.
+func TestEndToEndStateEnergy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test (≈ 5 s)")
+	}
+	huge := 1e9
+	s := startStack(t, 5, func(c *Config) {
+		c.Policy.Bundle = withStateTerm(t, testBundle(t), 7)
+		c.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "state_energy", Threshold: &huge}, {Name: "energy", Threshold: &huge}}
+	})
+	if th := s.app.Guard().Thresholds(); len(th) != 2 || th[0].Score != safety.ScoreStateEnergy {
+		t.Fatalf("thresholds %+v", th)
+	}
+	s.waitState(t, StateRunning, 60*time.Second)
+	time.Sleep(3 * time.Second)
+	s.mu.Lock()
+	fresh, both := 0, 0
+	for _, sc := range s.scores {
+		x := sc[safety.ScoreStateEnergy]
+		if math.IsNaN(x) {
+			continue
+		}
+		fresh++
+		if x < -1-1e-4 || math.IsInf(x, 0) {
+			t.Errorf("state energy %v, the analytic term is ≥ −1", x)
+		}
+		if !math.IsNaN(sc[safety.ScoreEnergy]) {
+			both++
+		}
+	}
+	s.mu.Unlock()
+	if fresh < 5 || both != fresh {
+		t.Fatalf("%d ticks with a state energy, %d of them with the energy too: want ≥ 5, all", fresh, both)
+	}
+	if c := s.app.Guard().Counters(); c.Trips[safety.KindScoreStale] != 0 || c.Trips[safety.KindEnergy] != 0 {
+		t.Errorf("trips %v", c.Trips)
+	}
+	metrics := s.get(t, "/metrics")
+	if !strings.Contains(metrics, "energyflow_energy_threshold 1e+09") || strings.Contains(metrics, "energyflow_energy_score NaN") {
+		t.Errorf("metrics do not follow the watched state score:\n%.1500s", metrics)
+	}
+}
+
+// A diffusion bundle with the state term, watched on it: the runtime
+// re-scores the state term alone every tick (the energies stay NaN), the
+// score watchdog is on and quiet, and the NaN stop still works.
+func TestEndToEndDiffusionStateEnergy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test (≈ 5 s)")
+	}
+	huge := 1e9
+	s := startStack(t, 5, func(c *Config) {
+		c.Policy.Bundle = withStateTerm(t, diffusionBundle(t), 7)
+		c.Safety.Energy.Scores = []safety.ScoreConfig{{Name: "state_energy", Threshold: &huge}}
+	})
+	if g := s.app.Guard(); g.Config().Energy.Disabled || len(g.Thresholds()) != 1 {
+		t.Fatal("the state score of a diffusion bundle is not watched")
+	}
+	s.waitState(t, StateRunning, 60*time.Second)
+	reason := s.waitState(t, StateStopped, 30*time.Second)
+	if !strings.HasPrefix(reason, "nan") {
+		t.Fatalf("stop reason %q, want the NaN stop of the diffusion test bundle", reason)
+	}
+	s.mu.Lock()
+	fresh := 0
+	for _, sc := range s.scores {
+		if !math.IsNaN(sc[safety.ScoreStateEnergy]) {
+			fresh++
+		}
+		if !math.IsNaN(sc[safety.ScoreEnergy]) || !math.IsNaN(sc[safety.ScoreCentered]) {
+			t.Fatalf("a diffusion policy reported energies %v", sc)
+		}
+	}
+	s.mu.Unlock()
+	if fresh < 3 {
+		t.Fatalf("%d ticks with a state energy, want ≥ 3", fresh)
+	}
+	if c := s.app.Guard().Counters(); c.Trips[safety.KindScoreStale] != 0 || c.Trips[safety.KindNaN] != 1 {
+		t.Errorf("trips %v, want the one NaN stop", c.Trips)
+	}
+}
