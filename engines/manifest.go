@@ -442,8 +442,8 @@ func (m *Manifest) validate(file string) error {
 		if n := m.Schedule.NumTrainTimesteps; m.Sampler.Steps < 1 || n >= 1 && m.Sampler.Steps > n {
 			p.add("sampler.steps", "got %d, expected S in 1..num_train_timesteps (%d)", m.Sampler.Steps, n)
 		}
-		if m.Calibration != nil {
-			p.add("calibration", "got a calibration block, expected null: policy %q has no energy to calibrate", m.Policy)
+		if c := m.Calibration; c != nil && !(c.ClosedLoop != nil && c.ClosedLoop.Score == ScoreStateEnergy && c.Recommended == (Recommendation{}) && len(c.Scores) == 0) {
+			p.add("calibration", "got a calibration block, expected null: policy %q has no energy to calibrate (only a closed_loop of its state term, score %q, may be written)", m.Policy, ScoreStateEnergy)
 		}
 	}
 	m.validateReferences(p)

@@ -358,3 +358,45 @@ func TestSamplerStateEnergyAllocations(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A diffusion bundle's calibration stays null, except for a closed-loop
+// calibration of its state term (energyflow sim calibrate --score
+// state_energy), which needs the state term.
+func TestDiffusionCalibrationOfTheStateTerm(t *testing.T) {
+	onnx, err := os.ReadFile(filepath.Join("testdata", "ddim", "eps.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedLoop := func(score string) map[string]any {
+		return map[string]any{"closed_loop": closedLoopCalibration(func(cl map[string]any) { cl["score"] = score })["closed_loop"]}
+	}
+	cases := []struct {
+		name   string
+		state  bool
+		cal    map[string]any
+		errHas string
+	}{
+		{"state_energy closed loop", true, closedLoop("state_energy"), ""},
+		{"energy closed loop", true, closedLoop("energy"), `"calibration"`},
+		{"held-out calibration", true, closedLoopCalibration(func(cl map[string]any) { cl["score"] = "state_energy" }), `"calibration"`},
+		{"without the state term", false, closedLoop("state_energy"), `no "state_energy" block`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ddimManifest(loadOracle(t))
+			m["files"] = map[string]any{"eps.onnx": sha256hex(onnx)}
+			files := map[string][]byte{"eps.onnx": onnx}
+			if tc.state {
+				withStateTerm(t, files, m)
+			}
+			m["calibration"] = tc.cal
+			_, err := engines.LoadBundle(writeBundleDir(t, files, m))
+			if tc.errHas == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.errHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)) {
+				t.Fatalf("err = %v, want %q", err, tc.errHas)
+			}
+		})
+	}
+}

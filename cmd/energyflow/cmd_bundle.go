@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"time"
@@ -15,7 +16,7 @@ import (
 // cmdBundle inspects engine bundles: `energyflow bundle verify DIR`.
 func cmdBundle(ctx context.Context, env *cliEnv, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(env.stderr, "usage: energyflow bundle verify [--backend ort|trt] [--steps K] DIR\n\nverify checks the manifest, the sha256 of every file, each graph's inputs and\noutputs against the manifest, and draws one test sample (energyflow or diffusion).")
+		fmt.Fprintln(env.stderr, "usage: energyflow bundle verify [--backend ort|trt] [--steps K] DIR\n\nverify checks the manifest, the sha256 of every file, each graph's inputs and\noutputs against the manifest, draws one test sample (energyflow or diffusion)\nand, when the bundle has the state term, evaluates it once.")
 		if len(args) == 0 {
 			return exitUsage
 		}
@@ -87,8 +88,12 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	fmt.Fprintf(w, "ok    files: %d sha256 verified\n", len(m.Files))
 	if c := m.Calibration; c != nil {
 		if cl := c.ClosedLoop; cl != nil {
-			fmt.Fprintf(w, "ok    calibration: closed-loop, used by the energy stop (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
-				cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
+			used := "used by the energy stop"
+			if !m.HasEnergy() { // a diffusion policy: only its state term is calibrated, and watched only when asked
+				used = "used when safety.energy.scores lists " + cl.Score
+			}
+			fmt.Fprintf(w, "ok    calibration: closed-loop, %s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
+				used, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
 			unit := bandUnitText(cl.Unit())
 			switch cl.BandUnit {
 			case engines.BandUnitTicks:
@@ -107,7 +112,9 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 				}
 				fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, b.Mean, b.Std)
 			}
-			fmt.Fprintf(w, "        held-out windows (the fallback under another rule): stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+			if c.Recommended.Score != "" {
+				fmt.Fprintf(w, "        held-out windows (the fallback under another rule): stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
+			}
 		} else {
 			fmt.Fprintf(w, "ok    calibration: stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
 		}
@@ -115,6 +122,11 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(w, "note  energy: none — policy %q has no energy; the runtime turns the energy stop off (every other safety check stays on)\n", m.Policy)
 	} else {
 		fmt.Fprintln(w, "note  calibration: none (run `python -m energyflow calibrate`; the runtime then needs a configured threshold)")
+	}
+	if se := m.StateEnergy; se != nil {
+		fmt.Fprintf(w, "ok    state term %s: reading %s over %d noise levels (σ %.3g–%.3g); held-out q%s %.6g (n=%d; mean %.4g, std %.4g, max %.4g): the stop's threshold for state_energy without a closed-loop calibration of it\n",
+			se.Graph, se.Reading, len(se.Sigmas), se.Sigmas[0], se.Sigmas[len(se.Sigmas)-1], engines.StateEnergyQuantile,
+			se.Calibration.Quantiles[engines.StateEnergyQuantile], se.Calibration.N, se.Calibration.Mean, se.Calibration.Std, se.Calibration.Max)
 	}
 
 	log := cliLogger(env.stderr)
@@ -176,6 +188,13 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		}
 		fmt.Fprintf(w, "ok    test sample (observations at their mean, seed 0, DDIM S=%d): finite actions, %v (first call, includes warm-up)\n",
 			s.Steps(), took.Round(time.Microsecond))
+		if s.HasStateEnergy() {
+			t0 := time.Now()
+			x, err := s.StateEnergyObs(hist)
+			if code := stateEvaluation(w, m, x, time.Since(t0), err, fail); code != exitOK {
+				return code
+			}
+		}
 		fmt.Fprintln(w, "verify: OK")
 		return exitOK
 	}
@@ -194,7 +213,33 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(w, "ok    test sample (observations at their mean, seed 0, K=%d): energy %.6g, centered reward %.6g, %v (first call, includes warm-up)\n",
 		s.Steps(), r.Energy, r.CenteredReward, took.Round(time.Microsecond))
+	if s.HasStateEnergy() {
+		t0 := time.Now()
+		x, err := s.StateEnergyObs(hist)
+		if code := stateEvaluation(w, m, x, time.Since(t0), err, fail); code != exitOK {
+			return code
+		}
+		if math.Abs(float64(sc.StateEnergy-x)) > 1e-5*math.Max(1, math.Abs(float64(x))) {
+			return fail("state term", fmt.Errorf("re-scoring gave state_energy %v, the state term alone %v", sc.StateEnergy, x))
+		}
+	}
 	fmt.Fprintln(w, "verify: OK")
+	return exitOK
+}
+
+// stateEvaluation reports bundle verify's test evaluation of the state term
+// (observations at their mean): ok with the value, or FAIL when it errs or
+// is not finite.
+func stateEvaluation(w io.Writer, m *engines.Manifest, x float32, took time.Duration, err error, fail func(string, error) int) int {
+	if err == nil && !finite([]float32{x}) {
+		err = fmt.Errorf("state_energy of the mean observation is %v, expected a finite number", x)
+	}
+	if err != nil {
+		return fail("state term "+m.StateEnergy.Graph, err)
+	}
+	q := m.StateEnergy.Calibration.Quantiles[engines.StateEnergyQuantile]
+	fmt.Fprintf(w, "ok    state term test evaluation (observations at their mean): state_energy %.6g (held-out q%s %.6g), %v\n",
+		x, engines.StateEnergyQuantile, q, took.Round(time.Microsecond))
 	return exitOK
 }
 

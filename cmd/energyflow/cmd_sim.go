@@ -442,9 +442,10 @@ type evalResult struct {
 
 	inferMs []float64 // every inference latency, for the cell's quantiles
 	// trace has one entry per RUNNING tick since the gate armed, in order:
-	// the energy of its fresh score, NaN where the tick had none. Its index
-	// is the gate's count of running ticks since arming, its finite entries
-	// what the rule observes (sim calibrate fits on it).
+	// the traced score (evalFlags.traceScore, the energy by default) of its
+	// fresh score, NaN where the tick had none. Its index is the gate's
+	// count of running ticks since arming, its finite entries what the rule
+	// observes (sim calibrate fits on it).
 	trace []float64
 }
 
@@ -458,6 +459,12 @@ type evalFlags struct {
 	// observeOnly runs every episode with the energy stop off, so that the
 	// scores are recorded but never end an episode (sim calibrate).
 	observeOnly bool
+	// traceScore is the score evalResult.trace records (sim calibrate
+	// --score); the zero value is the energy.
+	traceScore safety.Score
+	// stateTerm: the bundle has the state term, so the per-tick scores
+	// carry state_energy (set by prepare).
+	stateTerm bool
 }
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
@@ -492,7 +499,25 @@ func (e *evalFlags) prepare(root string) error {
 		// Check the shared flags too, so every mistake shows at once.
 		return errors.Join(err, e.simFlags.validate())
 	}
-	return e.simFlags.prepare(root)
+	if err := e.simFlags.prepare(root); err != nil {
+		return err
+	}
+	// A manifest that does not parse is reported by the runtime's loader.
+	if m, err := readManifest(e.bundleDir); err == nil {
+		e.stateTerm = m.HasStateEnergy()
+	}
+	return nil
+}
+
+// readManifest parses (and validates) a bundle's manifest.json without
+// checking its files.
+func readManifest(bundle string) (*engines.Manifest, error) {
+	mpath := filepath.Join(bundle, "manifest.json")
+	data, err := os.ReadFile(mpath)
+	if err != nil {
+		return nil, err
+	}
+	return engines.ParseManifest(mpath, data)
 }
 
 // cmdSimEval runs the real runtime stack against the bridge per episode.
@@ -644,10 +669,10 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
 		defer mu.Unlock()
-		x := sc[safety.ScoreEnergy]
-		if !math.IsNaN(x) {
+		if x := sc[safety.ScoreEnergy]; !math.IsNaN(x) {
 			energies = append(energies, x)
 		}
+		x := sc[e.traceScore]
 		// The gate counts running ticks, and fresh scores, from the tick after
 		// the one that armed it (that tick's score decided the reset, seen
 		// while stopped); every running tick gets an entry, NaN without a
@@ -656,8 +681,12 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 			trace = append(trace, x)
 		}
 		wasRunning = d.State == safety.Running
-		_ = enc.Encode(map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
-			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])})
+		line := map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
+			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])}
+		if e.stateTerm {
+			line["state_energy"] = nanNull(sc[safety.ScoreStateEnergy])
+		}
+		_ = enc.Encode(line)
 		armed = armed || d.State == safety.Running
 		if d.State == safety.Stopped && d.Reason.Kind != safety.KindStartup && stop.Kind == safety.KindNone {
 			stop = d.Reason

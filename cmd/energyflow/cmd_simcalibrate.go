@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/manifestedit"
@@ -28,9 +29,13 @@ const defaultCalibrateSeed = 2000
 type calibrateFlags struct {
 	evalFlags
 	alpha       float64
-	fitEpisodes int  // episodes that fit the bands' mean and std; the rest set q
-	dryRun      bool // fit and report, leave the bundle alone
+	fitEpisodes int    // episodes that fit the bands' mean and std; the rest set q
+	dryRun      bool   // fit and report, leave the bundle alone
+	score       string // the score the bands are fitted on: energy or state_energy
 }
+
+// calibrateScores are the scores sim calibrate fits bands on.
+const calibrateScores = "energy state_energy"
 
 func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	c.evalFlags.register(fs)
@@ -43,6 +48,7 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.alpha, "alpha", 0.1, "false-alarm level: a fresh level-0 episode trips the energy stop with probability at most alpha")
 	fs.IntVar(&c.fitEpisodes, "fit-episodes", 0, "episodes that fit each band's mean and std (0: half of --episodes); the others set the conformal quantile")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
+	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md)")
 }
 
 // prepare checks every flag before the bridge starts: a calibration that
@@ -68,6 +74,12 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.fitEpisodes < 1 || c.fitEpisodes >= c.episodes {
 		errs = append(errs, usageError{fmt.Errorf("--fit-episodes %d: must be in 1..%d (fewer than --episodes %d)", c.fitEpisodes, c.episodes-1, c.episodes)})
 	}
+	if sc, err := oneOf("--score", "score to calibrate", c.score, calibrateScores, strings.ToLower); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.score = sc
+		c.traceScore, _ = safety.ParseScore(sc)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -86,22 +98,28 @@ func (c *calibrateFlags) prepare(root string) error {
 	if err != nil {
 		return err
 	}
-	if !b.Manifest.HasEnergy() {
-		return usageError{fmt.Errorf("bundle %s is a %q policy: it has no energy to calibrate (the energy stop is off for it)", c.bundleDir, b.Manifest.Policy)}
+	switch m := &b.Manifest; {
+	case c.score == engines.ScoreStateEnergy && !m.HasStateEnergy():
+		return usageError{fmt.Errorf("--score state_energy: bundle %s has no state term (no \"state_energy\" block in its manifest): train one (python -m energyflow state-term --bundle %s --data D.hdf5) or calibrate --score energy", c.bundleDir, c.bundleDir)}
+	case c.score == engines.ScoreEnergy && !m.HasEnergy() && m.HasStateEnergy():
+		return usageError{fmt.Errorf("bundle %s is a %q policy: it has no energy to calibrate; calibrate its state term with --score state_energy", c.bundleDir, m.Policy)}
+	case c.score == engines.ScoreEnergy && !m.HasEnergy():
+		return usageError{fmt.Errorf("bundle %s is a %q policy: it has no energy to calibrate (the energy stop is off for it)", c.bundleDir, m.Policy)}
 	}
 	if c.steps == 0 {
 		c.steps = b.Manifest.Sampler.Steps
 	}
 	if !c.dryRun {
-		return checkCalibratable(c.bundleDir)
+		return checkCalibratable(c.bundleDir, c.score)
 	}
 	return nil
 }
 
 // cmdSimCalibrate drives level-0 episodes through the runtime with the energy
-// stop off, fits the closed-loop conformal thresholds on the energy the gate
-// would have observed, and writes them into the bundle's calibration
-// (calibration.closed_loop, docs/safety.md).
+// stop off, fits the closed-loop conformal thresholds on the score the gate
+// would have observed (--score: the energy, or the bundle's state term), and
+// writes them into the bundle's calibration (calibration.closed_loop,
+// docs/safety.md).
 func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("sim calibrate", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -144,14 +162,14 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		fresh := freshScores(r.trace)
 		if fresh == 0 {
-			return fail(fmt.Errorf("episode %d (seed %d): no fresh energy score on any of its %d running ticks; nothing written", ep, r.Seed, len(r.trace)))
+			return fail(fmt.Errorf("episode %d (seed %d): no fresh %s score on any of its %d running ticks; nothing written", ep, r.Seed, c.score, len(r.trace)))
 		}
 		traces = append(traces, r.trace)
 		results = append(results, r)
 		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d running ticks=%d fresh scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace), fresh)
 	}
 	rule := runtime.DefaultConfig().Safety.Energy.Rule.NOfM
-	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes})
+	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore})
 	if err != nil {
 		return fail(err)
 	}
@@ -206,8 +224,8 @@ func bandUnitText(unit string) string {
 // printClosedLoop prints the fitted thresholds and how many calibration
 // episodes each part would have tripped with them.
 func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [][]float64, rule safety.NOfMConfig) {
-	fmt.Fprintf(w, "bundle %s: closed-loop calibration on %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d): %d fit the bands, %d set q\n",
-		bundle, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.FitEpisodes, cl.ConformalEpisodes)
+	fmt.Fprintf(w, "bundle %s: closed-loop calibration on %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d): %d fit the bands, %d set q; score %s\n",
+		bundle, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.FitEpisodes, cl.ConformalEpisodes, cl.Score)
 	fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
 	ticks, fresh := 0, 0
 	for _, tr := range traces {
@@ -240,7 +258,8 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 // tripsWithBands replays one trace through the n-of-m rule with the fitted
 // band thresholds.
 func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float64) bool {
-	th := safety.Threshold{Score: safety.ScoreEnergy, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit()}
+	score, _ := safety.ParseScore(cl.Score)
+	th := safety.Threshold{Score: score, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit()}
 	trips, err := safety.Replay(safety.RuleConfig{Kind: safety.RuleNOfM, NOfM: rule}, th, trace)
 	return err == nil && len(trips) > 0
 }
@@ -261,10 +280,10 @@ func writeClosedLoop(bundle string, cl *safety.ClosedLoop) error {
 }
 
 // checkCalibratable builds, without writing it, the bundle's manifest with a
-// placeholder closed-loop calibration: a manifest that could not take one
-// fails before any episode is driven.
-func checkCalibratable(bundle string) error {
-	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks,
+// placeholder closed-loop calibration of score: a manifest that could not
+// take one fails before any episode is driven.
+func checkCalibratable(bundle, score string) error {
+	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks,
 		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
 		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}})
 	return err

@@ -50,6 +50,10 @@ func TestSimBadArguments(t *testing.T) {
 		{"calibrate: not level 0", []string{"sim", "calibrate", "--level", "L"}, "", exitUsage, []string{"--level L: calibration drives level-0"}, nil},
 		{"calibrate: a diffusion bundle", []string{"sim", "calibrate", "--bundle", filepath.Join(root, "bundles/metaworld-button-press-dp")}, "", exitUsage,
 			[]string{`is a "diffusion" policy: it has no energy to calibrate`}, nil},
+		{"calibrate: unknown score", []string{"sim", "calibrate", "--score", "vibes"}, "", exitUsage,
+			[]string{`--score "vibes": unknown score to calibrate; want one of energy, state_energy`}, nil},
+		{"calibrate: state score without a state term", []string{"sim", "calibrate", "--score", "state_energy"}, "", exitUsage,
+			[]string{"--score state_energy: bundle ", `has no state term (no "state_energy" block in its manifest)`, "or calibrate --score energy"}, nil},
 		{"shipped bundle not trained", []string{"sim", "eval", "--task", "hammer"}, empty, exitFailure,
 			[]string{"no bundle for task hammer", "or pass --bundle"}, nil},
 	}

@@ -39,7 +39,7 @@ func TestWriteClosedLoop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := checkCalibratable(dir); err != nil {
+			if err := checkCalibratable(dir, "energy"); err != nil {
 				t.Fatalf("checkCalibratable: %v", err)
 			}
 			if err := writeClosedLoop(dir, cl); err != nil {
@@ -69,7 +69,7 @@ func TestWriteClosedLoop(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("[1, 2]"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := checkCalibratable(dir); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
+		if err := checkCalibratable(dir, "energy"); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
 			t.Fatalf("err = %v", err)
 		}
 	})

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+)
+
+// addStateTerm gives the bundle in dir (a copy: it is changed in place) a
+// state term: engines/testdata/quad/state_energy.onnx (state_energy =
+// ½‖cond‖² − 1 for any cond width) and its manifest block with held-out
+// q99.9 q999.
+func addStateTerm(t *testing.T, dir string, q999 float64) {
+	t.Helper()
+	g, err := os.ReadFile(filepath.Join(moduleRoot(t), "engines", "testdata", "quad", "state_energy.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state_energy.onnx"), g, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(dir, "manifest.json")
+	raw, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(g)
+	m["files"].(map[string]any)["state_energy.onnx"] = hex.EncodeToString(sum[:])
+	m["state_energy"] = map[string]any{
+		"graph": "state_energy.onnx", "input": "cond", "output": "state_energy", "reading": "max_sigma_z",
+		"sigmas": []float64{0.05, 0.4, 3}, "mean": []float64{1, 0, 0}, "std": []float64{1, 1, 1},
+		"calibration": map[string]any{"mean": 1, "std": 2, "quantiles": map[string]any{"50": 1, "90": 3, "99": 5, "99.9": q999}, "max": q999, "n": 100},
+	}
+	if raw, err = json.MarshalIndent(m, "", " "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mf, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bundle verify prints the state_energy block and evaluates the state term
+// once, for an energyflow bundle (where re-scoring must agree) and a
+// diffusion one; a state graph that breaks the contract fails the check.
+func TestBundleVerifyStateTerm(t *testing.T) {
+	diffusion := filepath.Join(t.TempDir(), "dp")
+	if err := os.CopyFS(diffusion, os.DirFS(filepath.Join(moduleRoot(t), "runtime", "testdata", "simarm-diffusion"))); err != nil {
+		t.Fatal(err)
+	}
+	addStateTerm(t, diffusion, 6.5)
+	cases := []struct {
+		name string
+		dir  string
+		want []string
+	}{
+		{"energyflow (the parity fixture's trained state term)", filepath.Join(moduleRoot(t), "engines", "testdata", "parity-state", "bundle"),
+			[]string{"ok    state term state_energy.onnx: reading max_sigma_z over 4 noise levels (σ 0.05–3); held-out q99.9 4.00", "n=512",
+				"ok    test sample", "ok    state term test evaluation (observations at their mean): state_energy ", "verify: OK"}},
+		{"diffusion", diffusion,
+			[]string{"over 3 noise levels (σ 0.05–3); held-out q99.9 6.5 (n=100", "ok    test sample", "state term test evaluation (observations at their mean): state_energy -1 (held-out q99.9 6.5)", "verify: OK"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := realMain([]string{"bundle", "verify", "--threads", "1", tc.dir}, &out, &errb); code != exitOK {
+				t.Fatalf("verify exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+	// Without the block, nothing about a state term is printed.
+	var out, errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", writeTestBundle(t)}, &out, &errb); code != exitOK || strings.Contains(out.String(), "state term") {
+		t.Errorf("a bundle without the state term: exit %d\n%s", code, out.String())
+	}
+	// A block naming a graph that is not a state graph fails the check.
+	bad := writeTestBundle(t)
+	addStateTerm(t, bad, 6.5)
+	mf := filepath.Join(bad, "manifest.json")
+	raw, _ := os.ReadFile(mf)
+	if err := os.WriteFile(mf, bytes.Replace(raw, []byte(`"graph": "state_energy.onnx"`), []byte(`"graph": "energy_grad.onnx"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", bad}, &out, &errb); code != exitCheckFailed ||
+		!strings.Contains(errb.String(), "state term energy_grad.onnx") || !strings.Contains(errb.String(), `"state_energy"`) {
+		t.Errorf("a state term that is not a state graph: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
+
+// sim calibrate --score state_energy writes a closed-loop calibration of the
+// state score into a bundle with the state term (refused, before anything
+// is written, into one without); bundle verify then shows it.
+func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
+	cl := &safety.ClosedLoop{Score: "state_energy", Alpha: 0.1, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
+		BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 1, Std: 2, Threshold: 4}, {From: 10, Mean: 0.5, Std: 1, Threshold: 2}},
+		Task: "button-press", Level: "0", RateHz: 10, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20,
+		Seeds: [2]int{2000, 2039}}
+	plain := writeTestBundle(t)
+	if err := checkCalibratable(plain, "state_energy"); err == nil || !strings.Contains(err.Error(), `no "state_energy" block`) {
+		t.Fatalf("checkCalibratable(state_energy) of a bundle without the state term: %v", err)
+	}
+	for _, name := range []string{"energyflow", "diffusion"} {
+		t.Run(name, func(t *testing.T) {
+			dir := writeTestBundle(t)
+			if name == "diffusion" {
+				dir = filepath.Join(t.TempDir(), "dp")
+				if err := os.CopyFS(dir, os.DirFS(filepath.Join(moduleRoot(t), "runtime", "testdata", "simarm-diffusion"))); err != nil {
+					t.Fatal(err)
+				}
+				if err := checkCalibratable(dir, "state_energy"); err == nil {
+					t.Fatal("a diffusion bundle without the state term took a state_energy calibration")
+				}
+			}
+			addStateTerm(t, dir, 6.5)
+			if err := checkCalibratable(dir, "state_energy"); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeClosedLoop(dir, cl); err != nil {
+				t.Fatal(err)
+			}
+			b, err := engines.LoadBundle(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Manifest.Calibration.ClosedLoop; got == nil || got.Score != "state_energy" || len(got.Bands) != 2 {
+				t.Fatalf("closed_loop read back as %+v", got)
+			}
+			var out, errb bytes.Buffer
+			if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
+				t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
+			}
+			for _, w := range []string{"calibration: closed-loop", "state_energy over 40 level-0 episodes", "state term state_energy.onnx"} {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("verify output lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestSimCalibrateStateScore drives short level-0 episodes of a ButtonPress
+// bundle given the analytic state term: sim calibrate --score state_energy
+// fits and writes bands of the state score, and the per-tick scores file
+// carries state_energy next to the energies.
+func TestSimCalibrateStateScore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("closed-loop episodes")
+	}
+	root := moduleRoot(t)
+	requireVenv(t, root)
+	bundle := shippedBundleCopy(t, root, "metaworld-button-press")
+	addStateTerm(t, bundle, 1e6)
+	scores := filepath.Join(t.TempDir(), "scores.jsonl")
+	var out, errb bytes.Buffer
+	t.Setenv("ENERGYFLOW_ROOT", root)
+	code := realMain([]string{"sim", "calibrate", "--bundle", bundle, "--score", "state_energy", "--episodes", "4", "--alpha", "0.5",
+		"--max-steps", "40", "--rate", "10", "--scores", scores}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("sim calibrate exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "2 fit the bands, 2 set q; score state_energy") || !strings.Contains(out.String(), "wrote calibration.closed_loop") {
+		t.Errorf("output:\n%s", out.String())
+	}
+	b, err := engines.LoadBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := b.Manifest.Calibration.ClosedLoop
+	if cl == nil || cl.Score != "state_energy" || cl.Bands[0].Mean < -1 {
+		t.Fatalf("closed_loop %+v (the analytic state energy is ≥ −1)", cl)
+	}
+	lines, err := os.ReadFile(scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := 0
+	for _, l := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		var tick map[string]any
+		if err := json.Unmarshal(l, &tick); err != nil {
+			t.Fatal(err)
+		}
+		se, ok := tick["state_energy"]
+		if !ok {
+			t.Fatalf("score line without state_energy: %s", l)
+		}
+		if se != nil {
+			fresh++
+		}
+	}
+	if fresh < 10 {
+		t.Errorf("%d score lines with a state energy, want ≥ 10", fresh)
+	}
+}
