@@ -31,6 +31,13 @@ func PlanKey(gpu string) string {
 	return b.String()
 }
 
+// StatePlanPrecision is the precision of every plan of the state graph
+// (engines.GraphStateEnergy): its reading subtracts per-σ means from values
+// of similar size and divides by small standard deviations, which FP16
+// would spoil, and the graph is a few small layers, so FP16 would save
+// nothing measurable.
+const StatePlanPrecision = "fp32"
+
 // PlanFile is the bundle-relative path of a plan:
 // plans/<trt-version>_<gpu>_<precision>.plan, with the graph name prefixed
 // for graphs other than energy_grad (plans/vision_10.3.0_Orin_fp16.plan).
@@ -43,10 +50,15 @@ func PlanFile(graph, trtVersion, gpu, precision string) string {
 }
 
 // SelectPlan picks the plan for graph built with trtVersion on gpu. With
-// precision "" it prefers fp16, then fp32. When no plan fits it says why
-// each listed plan was refused and how to build one (errors wrap ErrNoPlan
-// or ErrPlanMismatch).
+// precision "" it prefers fp16, then fp32. The state graph
+// (engines.GraphStateEnergy) ignores precision: `energyflow engine build`
+// always builds it in FP32 (StatePlanPrecision). When no plan fits it says
+// why each listed plan was refused and how to build one (errors wrap
+// ErrNoPlan or ErrPlanMismatch).
 func SelectPlan(plans []engines.PlanInfo, graph, trtVersion, gpu, precision string) (engines.PlanInfo, error) {
+	if graph == engines.GraphStateEnergy {
+		precision = ""
+	}
 	var reasons []string
 	var match []engines.PlanInfo
 	for _, p := range plans {

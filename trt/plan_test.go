@@ -77,6 +77,19 @@ func TestSelectPlan(t *testing.T) {
 	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "energyflow engine build") {
 		t.Fatalf("no plans: %v", err)
 	}
+	// The state graph's plan is FP32 whatever precision the policy asks for.
+	state := plan("state_energy", "10.3.0", "Orin", StatePlanPrecision)
+	if state.File != "plans/state_energy_10.3.0_Orin_fp32.plan" {
+		t.Fatalf("state plan file %q", state.File)
+	}
+	for _, prec := range []string{"", "fp16", "fp32"} {
+		if got, err := SelectPlan(append(plans, state), "state_energy", "10.3.0", "Orin", prec); err != nil || got != state {
+			t.Fatalf("state graph, precision %q: %+v, %v", prec, got, err)
+		}
+	}
+	if _, err := SelectPlan(plans, "state_energy", "10.3.0", "Orin", ""); !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "graph state_energy") {
+		t.Fatalf("no state plan: %v", err)
+	}
 	// Entries without a graph name count as energy_grad plans.
 	p := plan("", "10.3.0", "Orin", "fp16")
 	if got, err := SelectPlan([]engines.PlanInfo{p}, "energy_grad", "10.3.0", "Orin", ""); err != nil || got != p {

@@ -64,7 +64,7 @@ func cmdEngineBuild(ctx context.Context, env *cliEnv, args []string) int {
 	fs.StringVar(&o.Trtexec, "trtexec", "", "path of trtexec (default: PATH, then /usr/src/tensorrt/bin/trtexec)")
 	fs.IntVar(&o.WorkspaceMB, "workspace", 0, "builder workspace limit in MiB (default: trtexec's)")
 	fs.IntVar(&o.MaxBatch, "max-batch", 0, "largest batch of the optimization profile; min and opt are 1 (default 16, or 1+M for M reference actions)")
-	fs.StringVar(&graphs, "graph", "", "comma-separated graphs to build (default: every graph in the manifest)")
+	fs.StringVar(&graphs, "graph", "", "comma-separated graphs to build (default: every graph in the manifest, and state_energy when the bundle has the state term)")
 	fs.StringVar(&o.TRTVersion, "trt-version", "", "TensorRT version to name the plan with (default: the runtime's, else trtexec's)")
 	fs.StringVar(&o.GPU, "gpu", "", "GPU name to name the plan with, as CUDA reports it (default: the runtime's, else trtexec's)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print the trtexec commands and run nothing")
@@ -125,8 +125,9 @@ func cmdEngineInfo(env *cliEnv, args []string) int {
 		return exitFailure
 	}
 	var m struct {
-		Graphs map[string]json.RawMessage `json:"graphs"`
-		Plans  []engines.PlanInfo         `json:"plans"`
+		Graphs      map[string]json.RawMessage `json:"graphs"`
+		Plans       []engines.PlanInfo         `json:"plans"`
+		StateEnergy json.RawMessage            `json:"state_energy"` // the state term's graph has plans too
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		fmt.Fprintf(env.stderr, "energyflow engine info: manifest: %v\n", err)
@@ -135,6 +136,9 @@ func cmdEngineInfo(env *cliEnv, args []string) int {
 	names := make([]string, 0, len(m.Graphs))
 	for n := range m.Graphs {
 		names = append(names, n)
+	}
+	if len(m.StateEnergy) > 0 && string(m.StateEnergy) != "null" {
+		names = append(names, engines.GraphStateEnergy)
 	}
 	sort.Strings(names)
 	code := exitOK

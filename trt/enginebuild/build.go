@@ -10,6 +10,10 @@
 // "files". FP16 plans keep the time embedding, reductions, normalization and
 // energy head in FP32 (FP32Layers picks the layers from the ONNX graph).
 // All builds share a timing cache in the bundle (plans/timing.cache).
+//
+// The optional state term (the manifest's "state_energy" block, not in
+// "graphs") is built as graph "state_energy" next to the others, always in
+// FP32 (trt.StatePlanPrecision), whatever the requested precision.
 package enginebuild
 
 import (
@@ -28,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/manifestedit"
 	"github.com/energyflow/edge/trt"
 )
@@ -48,7 +53,7 @@ type Options struct {
 	// Probe reports the running TensorRT version and GPU name (from
 	// trt.Probe in builds with the tensorrt tag); nil skips it.
 	Probe  func() (trtVersion, gpu string, err error)
-	Graphs []string  // graphs to build; nil builds every graph in the manifest
+	Graphs []string  // graphs to build; nil builds every graph in the manifest (and "state_energy" when the bundle has the state term)
 	DryRun bool      // print the trtexec commands, run nothing
 	Log    io.Writer // trtexec's output and progress; nil discards
 }
@@ -201,6 +206,9 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	} else if !ok || len(graphs) == 0 {
 		return nil, fmt.Errorf("enginebuild: %s has no \"graphs\"", manifestPath)
 	}
+	if err := addStateGraph(m, graphs); err != nil {
+		return nil, fmt.Errorf("enginebuild: %s: %w", manifestPath, err)
+	}
 	if opts.MaxBatch == 0 {
 		var refs []json.RawMessage
 		if _, err := m.Get("reference_actions", &refs); err != nil {
@@ -259,8 +267,38 @@ func Build(ctx context.Context, opts Options) ([]Built, error) {
 	return built, nil
 }
 
+// addStateGraph adds the state term's graph (the "state_energy" block:
+// cond [B, cond_dim] → state_energy [B]) to graphs when the manifest has
+// one.
+func addStateGraph(m *manifestedit.Object, graphs map[string]graphEntry) error {
+	var block struct {
+		Graph string `json:"graph"`
+	}
+	ok, err := m.Get("state_energy", &block)
+	if err != nil || !ok {
+		return err
+	}
+	if block.Graph == "" {
+		return errors.New(`state_energy.graph: empty, expected the state graph's file name`)
+	}
+	var condDim int64
+	if ok, err := m.Get("cond_dim", &condDim); err != nil {
+		return err
+	} else if !ok || condDim < 1 {
+		return fmt.Errorf("cond_dim: got %d, expected the width (≥ 1) of the state graph's input cond", condDim)
+	}
+	graphs[engines.GraphStateEnergy] = graphEntry{File: block.Graph,
+		Inputs:  []graphIO{{Name: engines.InputCond, Shape: []int64{-1, condDim}}},
+		Outputs: []graphIO{{Name: engines.OutputStateEnergy, Shape: []int64{-1}}}}
+	return nil
+}
+
 func buildOne(ctx context.Context, opts Options, trtexec, name string, g graphEntry, version, gpu string) (Built, error) {
 	onnxPath := filepath.Join(opts.Bundle, filepath.FromSlash(g.File))
+	if name == engines.GraphStateEnergy && opts.Precision != trt.StatePlanPrecision {
+		fmt.Fprintf(opts.Log, "engine build: %s: built in %s whatever --precision says (the state term's z-scores need it; the graph is small)\n", name, trt.StatePlanPrecision)
+		opts.Precision = trt.StatePlanPrecision
+	}
 	b := Built{PlanEntry: PlanEntry{Graph: name, TRTVersion: version, GPU: gpu, Precision: opts.Precision}}
 	if len(g.Inputs) == 0 {
 		return b, fmt.Errorf("enginebuild: graph %s lists no inputs in the manifest", name)

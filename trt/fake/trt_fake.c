@@ -19,6 +19,10 @@
  *        mu_j   = cond[j mod C]                 j < P
  *        E      = 1/2 (1 + t) |a - mu|^2
  *        grad_a = (1 + t) (a - mu)
+ *  - The analytic state term, when the plan has the input cond and the
+ *    output state_energy (the bundle's optional state graph):
+ *        state_energy = 1/2 |cond|^2 - 1
+ *    (engines/enginestest's StateEnergy, engines/testdata/quad/state_energy.onnx).
  *    Other plans get zero outputs.
  *  - Memory: DEVICE allocations are separate from PINNED host memory, so a
  *    missing copy shows up as wrong numbers; MAPPED memory has dev == host.
@@ -450,6 +454,18 @@ static void execute_enqueue(efx_engine *e, const fake_op *op) {
                 sum += (double)d * d;
             }
             energy[r] = (float)(0.5 * s * sum);
+        }
+        return;
+    }
+    int64_t is = tensor_index(e, "state_energy");
+    if (ic >= 0 && is >= 0 && ia < 0) {
+        int64_t C = row_elems(&e->t[ic]);
+        const float *cond = at(op->addr[ic]);
+        float *se = at(op->addr[is]);
+        for (int64_t r = 0; r < b; r++) {
+            double sum = 0;
+            for (int64_t j = 0; j < C; j++) sum += (double)cond[r * C + j] * cond[r * C + j];
+            se[r] = (float)(0.5 * sum - 1.0);
         }
         return;
     }
