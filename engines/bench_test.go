@@ -113,3 +113,70 @@ func BenchmarkSample(b *testing.B) {
 		be.Close()
 	}
 }
+
+// stateBenchBundle returns the bundle the state-term benchmark runs on:
+// $ENERGYFLOW_STATE_BUNDLE (a bundle with the state term, e.g. a trained
+// bundle after `python -m energyflow state-term`), else the committed
+// parity-state fixture (a tiny 32-32 state term over 4 σ).
+func stateBenchBundle(b *testing.B) *engines.Bundle {
+	dir := os.Getenv("ENERGYFLOW_STATE_BUNDLE")
+	if dir == "" {
+		dir = filepath.Join("testdata", "parity-state", "bundle")
+	}
+	bun, err := engines.LoadBundle(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !bun.Manifest.HasStateEnergy() {
+		b.Fatalf("bundle %s has no state term: set ENERGYFLOW_STATE_BUNDLE to one with a state_energy block", dir)
+	}
+	return bun
+}
+
+// BenchmarkStateEnergy times what the state term adds to the per-tick
+// re-score on ONNX Runtime (1 intra-op thread, batch 1): Score of a
+// committed chunk on the bundle without the block ("score") and with it
+// ("score+state", one more graph call), and the state graph alone
+// ("state"). docs/engines.md has the figures.
+func BenchmarkStateEnergy(b *testing.B) {
+	bun := stateBenchBundle(b)
+	plain := *bun
+	plain.Manifest.StateEnergy = nil // the same bundle without its state term
+	be, err := engines.NewORT(engines.ORTOptions{IntraOpThreads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	cond := benchCond(bun.Manifest.CondDim)
+	for _, bc := range []struct {
+		name string
+		bun  *engines.Bundle
+		call func(s *engines.Sampler, actions []float32) error
+	}{
+		{"score", &plain, func(s *engines.Sampler, a []float32) error { _, err := s.Score(a, cond); return err }},
+		{"score+state", bun, func(s *engines.Sampler, a []float32) error { _, err := s.Score(a, cond); return err }},
+		{"state", bun, func(s *engines.Sampler, _ []float32) error { _, err := s.StateEnergy(cond); return err }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := engines.NewSampler(bc.bun, be, engines.SamplerOptions{Steps: 1, Seed: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var r engines.Result
+			if err := s.Sample(cond, &r); err != nil {
+				b.Fatal(err)
+			}
+			if err := bc.call(s, r.Actions); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := bc.call(s, r.Actions); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
