@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -15,7 +16,9 @@ import (
 // Check is what `energyflow config check` runs after LoadConfig's
 // validation: that everything the configuration refers to is there and
 // usable on this machine — the register map parses, the bundle loads with
-// its hashes, the token file's folder exists, the replay camera's frames
+// its hashes and can give the scores safety.energy asks of it (no energy
+// score of a diffusion policy, no state_energy without the state term), the
+// token file's folder exists, the replay camera's frames
 // and the ONNX Runtime library exist, and a TensorRT backend is asked only
 // of a binary built with TensorRT. Every problem is reported, each with its
 // key and line.
@@ -28,8 +31,10 @@ func (c *Config) Check() error {
 		}
 	}
 	if c.Policy.Bundle != "" {
-		if _, err := engines.LoadBundle(c.Policy.Bundle); err != nil {
+		if b, err := engines.LoadBundle(c.Policy.Bundle); err != nil {
 			add("policy.bundle", err)
+		} else if _, err := safetyConfig(c, b, slog.New(slog.DiscardHandler)); err != nil {
+			errs = append(errs, err) // already names its key and line
 		}
 	}
 	if c.Policy.ONNXRuntimeLib != "" && c.Policy.Backend != "trt" {

@@ -59,6 +59,13 @@ func TestConfigCheckFindsWhatCannotRun(t *testing.T) {
 		{"token folder missing", func(b, dir string) string {
 			return strings.Replace(b, filepath.Join(dir, "tokens.yaml"), filepath.Join(dir, "no", "such", "tokens.yaml"), 1)
 		}, []string{"telemetry.auth.token_file", "no such folder"}},
+		{"state_energy watched on a bundle without the state term", func(b, _ string) string {
+			return strings.Replace(b, "safety:\n", "safety:\n  energy:\n    scores:\n      - name: state_energy\n", 1)
+		}, []string{"config.yaml:11: safety.energy.scores", `"state_energy", but bundle`, "no state term"}},
+		{"state_energy watched on a bundle with it", func(b, _ string) string {
+			b = strings.Replace(b, "safety:\n", "safety:\n  energy:\n    scores:\n      - name: state_energy\n", 1)
+			return strings.Replace(b, filepath.Join("testdata", "parity", "bundle"), filepath.Join("testdata", "parity-state", "bundle"), 1)
+		}, nil},
 		{"TensorRT asked of a build without it", func(b, _ string) string {
 			return strings.Replace(b, "policy:\n", "policy:\n  backend: trt\n", 1)
 		}, []string{"policy.backend", "built without TensorRT"}},
