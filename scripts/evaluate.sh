@@ -7,7 +7,7 @@
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
 #                       [--fault-step N] [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
-#                       [--rollouts "10 20 50"] [--no-bench] [--bundles DIR]
+#                       [--rollouts "10 20 50"] [--no-bench] [--bundles DIR] [--watch SCORES]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
 #   scripts/evaluate.sh --preset cpu50 [--publish]
 #
@@ -56,6 +56,10 @@
 # beside each other, whose benches would be taken on a loaded machine.
 # --bundles DIR takes the EnergyFlow bundles from DIR/metaworld-<task> instead of
 # bundles/ (candidates before they are shipped; keep them in their own --out).
+# --watch SCORES makes the energy stop of every runtime cell watch these scores
+# (sim eval --watch: e.g. state_energy, or energy,state_energy) instead of the
+# bundle calibration's choice; the cells keep their names, so give them their
+# own --out.
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
 # a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched).
@@ -67,6 +71,7 @@ policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push
 image_faults="occlusion"
 maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
 efdir=bundles # where the EnergyFlow bundles are (--bundles)
+watch=""      # sim eval --watch ("": the bundle calibration's choice)
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -116,6 +121,7 @@ while [ $# -gt 0 ]; do
     --publish) publish=1; shift ;;
     --no-bench) bench=0; shift ;;
     --bundles) efdir=$2; shift 2 ;;
+    --watch) watch=$2; shift 2 ;;
     *) echo "evaluate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -146,7 +152,7 @@ run() {
   fi
   echo "run    $name"
   ./bin/energyflow sim eval --episodes "$episodes" --max-steps "$maxsteps" --rate "$rate" --seed "$seed" \
-    --scores "$base.jsonl" --json "$base.json" "$@" > "$base.txt" 2> "$base.log" || {
+    --scores "$base.jsonl" --json "$base.json" ${watch:+--watch "$watch"} "$@" > "$base.txt" 2> "$base.log" || {
       echo "evaluate.sh: $name failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
   cat "$base.txt"
 }

@@ -6,16 +6,21 @@
 #   scripts/train-defaults.sh [TASK ...]      (default: button-press)
 #   POLICY=diffusion scripts/train-defaults.sh TASK ...   (Diffusion Policy baseline,
 #                                              bundles/metaworld-<task>-dp)
-#   ENERGY_HEAD=denoiser scripts/train-defaults.sh TASK ...      (EnergyFlow with the quadratic
-#                                              denoiser energy head, log-normal sigma,
-#                                              EDM weighting: docs/evaluation.md)
+#   ENERGY_HEAD=pooled scripts/train-defaults.sh TASK ...        (EnergyFlow with the paper's
+#                                              pooled head, uniform t, sigma^2 weighting:
+#                                              how the older shipped bundles were made)
 #
-# The shipped EnergyFlow bundles are still the pooled head (ENERGY_HEAD's
-# default here), although `energyflow train` now defaults to the denoiser
-# head. A denoiser bundle is also calibrated in closed loop (`energyflow sim
-# calibrate`, 40 level-0 episodes), which its stop then uses: its energy
-# (~1e5 at gamma) rises at the start of an episode where held-out windows
-# cannot see it (docs/evaluation.md, "The energy head").
+# EnergyFlow uses the quadratic denoiser energy head (ENERGY_HEAD=denoiser, the
+# default, as for `energyflow train`: log-normal sigma, EDM weighting;
+# docs/evaluation.md, "The energy head"). bundles/metaworld-button-press was
+# made this way; the other shipped EnergyFlow bundles are still the pooled
+# head until they are retrained (docs/evaluation.md says which). A denoiser
+# bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
+# episodes, bands in running ticks since arming), which its stop then uses:
+# its energy (~1e5 at gamma) rises at the start of an episode where held-out
+# windows cannot see it. Every EnergyFlow state bundle also gets the state
+# term (`energyflow state-term`: state_energy.onnx, docs/safety.md), an
+# out-of-distribution score of the observation alone that the stop can watch.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image)
 #
@@ -47,7 +52,7 @@ steps=${STEPS:-12000}
 read -r -a width <<< "${WIDTH:-32 64 128}"
 case "$policy" in
   energyflow) suffix=""
-    case "${ENERGY_HEAD:-pooled}" in
+    case "${ENERGY_HEAD:-denoiser}" in
       pooled) extra=(--energy-head pooled --energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
       denoiser) extra=(--energy-head denoiser --sigma-sampling lognormal --loss-weighting edm) ;;
       *) echo "train-defaults.sh: ENERGY_HEAD must be pooled or denoiser, got $ENERGY_HEAD" >&2; exit 2 ;;
@@ -88,13 +93,17 @@ for task in "${tasks[@]}"; do
     (cd training && ../$py -m energyflow calibrate --bundle "../bundles/$name" --data "../$demos" \
         --n-windows 512 --seed 0 --split-seed 0)
   fi
-  if [ "$policy" = energyflow ] && [ "${ENERGY_HEAD:-pooled}" = denoiser ]; then
+  if [ "$policy" = energyflow ] && [ "${ENERGY_HEAD:-denoiser}" = denoiser ]; then
     # the denoiser energy (~1e5 at gamma, a start transient) is calibrated on what the
     # robot sees: 40 level-0 episodes through the runtime, seeds 2000-2039, at the
     # evaluation's 20 Hz (docs/safety.md, "Closed-loop calibration")
     make --no-print-directory build >/dev/null
     ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --episodes 40 --alpha 0.1 --rate 20 \
       --json "$run/calibrate.json"
+  fi
+  if [ "$policy" = energyflow ]; then
+    # the state term g(s) on every step of every demonstration (seed 0, 4000 steps)
+    (cd training && ../$py -m energyflow state-term --bundle "../bundles/$name" --data "../$demos" --seed 0 --threads 1 >/dev/null)
   fi
   ./bin/energyflow bundle verify "bundles/$name" 2>/dev/null || go run ./cmd/energyflow bundle verify "bundles/$name"
 done

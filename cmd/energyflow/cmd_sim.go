@@ -465,6 +465,11 @@ type evalFlags struct {
 	// stateTerm: the bundle has the state term, so the per-tick scores
 	// carry state_energy (set by prepare).
 	stateTerm bool
+	// watch is sim eval --watch: the scores the energy stop watches,
+	// comma-separated ("": the bundle calibration's choice); watchScores is
+	// it parsed by prepare.
+	watch       string
+	watchScores []string
 }
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
@@ -506,6 +511,29 @@ func (e *evalFlags) prepare(root string) error {
 	if m, err := readManifest(e.bundleDir); err == nil {
 		e.stateTerm = m.HasStateEnergy()
 	}
+	return e.parseWatch()
+}
+
+// parseWatch checks --watch against the score names and the bundle: each
+// name once, state_energy only for a bundle with the state term.
+func (e *evalFlags) parseWatch() error {
+	e.watchScores = nil
+	if e.watch == "" {
+		return nil
+	}
+	for _, name := range strings.Split(e.watch, ",") {
+		name = strings.TrimSpace(name)
+		sc, ok := safety.ParseScore(name)
+		switch {
+		case !ok:
+			return usageError{fmt.Errorf("--watch %q: %q is not a score (energy, centered_energy, state_energy)", e.watch, name)}
+		case slices.Contains(e.watchScores, name):
+			return usageError{fmt.Errorf("--watch %q: %s is named twice", e.watch, name)}
+		case sc == safety.ScoreStateEnergy && !e.stateTerm:
+			return usageError{fmt.Errorf("--watch %q: bundle %s has no state term (add one with python -m energyflow state-term)", e.watch, e.bundleDir)}
+		}
+		e.watchScores = append(e.watchScores, name)
+	}
 	return nil
 }
 
@@ -526,6 +554,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	var e evalFlags
 	e.register(fs)
+	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle calibration's choice")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -570,6 +599,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	s := summarize(e.simFlags, results, trips)
+	s.Watch = e.watchScores
 	s.MaxSteps = e.maxSteps
 	fmt.Fprintln(env.stdout, s.String())
 	if e.summary != "" {
@@ -608,6 +638,9 @@ func episodeConfig(root string, e *evalFlags, b *bridge, idx int) (*runtime.Conf
 	cfg.Policy.Seed = uint64(e.seed + idx)
 	if e.observeOnly {
 		cfg.Safety.Energy.Disabled = true
+	}
+	for _, name := range e.watchScores {
+		cfg.Safety.Energy.Scores = append(cfg.Safety.Energy.Scores, safety.ScoreConfig{Name: name})
 	}
 	cfg.Log.Level = "warn"
 	if e.verbose {
@@ -847,6 +880,9 @@ type evalSummary struct {
 	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
+	// Watch is what the energy stop watched (--watch); empty: the bundle
+	// calibration's choice.
+	Watch []string `json:"watch,omitempty"`
 	// NeverArmed counts episodes in which auto-start was refused on every
 	// tick (end never_armed): the arm never moved, which is not a trip.
 	NeverArmed int          `json:"never_armed"`
