@@ -20,6 +20,9 @@ at >=10 held-out states:
   the nearest mode (Mahalanobis, within 3 sd); every mode with weight >= 0.1
   must receive at least a quarter of its expert share.
 
+``--read-sigmas 0.01,0.1,0.3`` also reads -E at those noise levels (and ``--read-sums``
+E summed over levels) of the same trained model; the default reading at gamma is unchanged.
+
 Usage (CPU, minutes):  nice -n 10 .venv/bin/python training/scripts/reward_recovery.py --steps 5000
 """
 from __future__ import annotations
@@ -30,7 +33,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -148,12 +151,39 @@ def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: 
     return ema.model.eval(), ex, mean, std, losses, time.time() - t0
 
 
-def evaluate(model: torch.nn.Module, ex: Expert, mean: np.ndarray, std: np.ndarray, n_states: int, seed: int
+def sigma_to_t(schedule, sigma: float) -> float:
+    """t of the geometric schedule at noise level ``sigma`` (inverse of ``Schedule.sigma``),
+    clipped to [0, T]; both heads take t and map it to sigma(t) this way."""
+    lo, hi = math.log(schedule.sigma_min), math.log(schedule.sigma_max)
+    return float(min(max(schedule.T * (math.log(sigma) - lo) / (hi - lo), 0.0), schedule.T))
+
+
+def read_energies(model: torch.nn.Module, an: np.ndarray, S: np.ndarray, sigmas: List[float]) -> Dict[float, np.ndarray]:
+    """E(a, s, sigma) (float64) for each reading sigma; forward only, no randomness consumed."""
+    sched = model.cfg.schedule
+    at = torch.as_tensor(an)
+    st = torch.as_tensor(S.astype(np.float32))
+    out = {}
+    with torch.no_grad():
+        for sig in sigmas:
+            t = torch.full((an.shape[0],), sigma_to_t(sched, sig), dtype=torch.float32)
+            out[sig] = model(at, st, t).double().numpy()
+    return out
+
+
+def evaluate(model: torch.nn.Module, ex: Expert, mean: np.ndarray, std: np.ndarray, n_states: int, seed: int,
+             read_sigmas: Optional[List[float]] = None, read_sums: Optional[List[List[float]]] = None
              ) -> List[Dict]:
+    """Per-state rows. With ``read_sigmas`` / ``read_sums`` each row also holds
+    ``spearman_at`` {sigma: rho} and ``spearman_sum`` {"s1+s2": rho} (E summed over those
+    levels); the default reading at gamma and the sampled coverage are unchanged."""
     rng = np.random.default_rng(seed + 999)
     dim = ex.dim
     fn = TorchEnergyGrad(model)
     gamma = model.cfg.schedule.gamma
+    read_sigmas = list(read_sigmas or [])
+    read_sums = list(read_sums or [])
+    all_sigmas = sorted(set(read_sigmas) | {x for grp in read_sums for x in grp})
     rows = []
     states = rng.uniform(-0.9, 0.9, (n_states, 2))
     for s in states:
@@ -163,6 +193,9 @@ def evaluate(model: torch.nn.Module, ex: Expert, mean: np.ndarray, std: np.ndarr
         an = ((a - mean) / std).astype(np.float32).reshape(256, 1, dim)
         _, e = fn(an, S.astype(np.float32), np.full(256, gamma, np.float32))
         rho = spearman(-e.astype(np.float64), q)
+        es = read_energies(model, an, S, all_sigmas) if all_sigmas else {}
+        rho_at = {str(sig): spearman(-es[sig], q) for sig in read_sigmas}
+        rho_sum = {"+".join(f"{x:g}" for x in grp): spearman(-sum(es[x] for x in grp), q) for grp in read_sums}
         # mode coverage with Algorithm 2
         N = 512
         z = rng.standard_normal((N, 1, dim)).astype(np.float32)
@@ -176,6 +209,9 @@ def evaluate(model: torch.nn.Module, ex: Expert, mean: np.ndarray, std: np.ndarr
         covered = all(frac[k] >= 0.25 * w[0, k] for k in range(K_MODES) if w[0, k] >= 0.1)
         rows.append({"state": s.round(3).tolist(), "spearman": rho, "weights": w[0].round(3).tolist(),
                      "sample_frac": frac.round(3).tolist(), "on_mode": float(ok.mean()), "covers_all": bool(covered)})
+        if all_sigmas:
+            rows[-1]["spearman_at"] = rho_at
+            rows[-1]["spearman_sum"] = rho_sum
     return rows
 
 
@@ -193,14 +229,23 @@ def main() -> None:
     p.add_argument("--energy-head", default="pooled", choices=list(ENERGY_HEADS),
                    help="pooled: the paper's head and recipe; denoiser: the quadratic denoiser energy "
                         "(log-normal sigma, EDM weighting)")
+    p.add_argument("--read-sigmas", default="",
+                   help="also read E at these noise levels (comma-separated sigmas, mapped to the schedule's t) "
+                        "and print Spearman(-E, Q) mean/min per level, e.g. 0.01,0.05,0.1,0.2,0.5,1,2; "
+                        "the model is trained once and read at every level")
+    p.add_argument("--read-sums", default="",
+                   help="also read the sum of E over groups of levels: groups separated by commas, levels "
+                        "in a group by '+', e.g. 0.05+0.1+0.2,0.1+0.2+0.5")
     p.add_argument("--json", help="write the rows to this file")
     a = p.parse_args()
+    read_sigmas = [float(x) for x in a.read_sigmas.split(",") if x.strip()]
+    read_sums = [[float(x) for x in g.split("+")] for g in a.read_sums.split(",") if g.strip()]
     torch.set_num_threads(a.threads)
     out = {}
     for dim in a.dims:
         model, ex, mean, std, losses, secs = train(dim, a.steps, a.batch, a.lr, a.seed, a.energy_scale, a.width,
                                                      head=a.energy_head)
-        rows = evaluate(model, ex, mean, std, a.states, a.seed)
+        rows = evaluate(model, ex, mean, std, a.states, a.seed, read_sigmas, read_sums)
         out[dim] = {"rows": rows, "train_seconds": secs, "final_loss": float(np.mean(losses[-200:]))}
     print()
     print(f"head={a.energy_head} steps={a.steps} batch={a.batch} lr={a.lr} width={a.width} energy_scale={a.energy_scale} "
@@ -218,6 +263,18 @@ def main() -> None:
         print(f"D={dim}: Spearman mean {np.mean(rho):.3f} min {np.min(rho):.3f} median {np.median(rho):.3f}; "
               f"states with every mode covered {sum(cov)}/{len(cov)}; final DSM loss {r['final_loss']:.4f}; "
               f"train {r['train_seconds']:.0f}s")
+    if read_sigmas or read_sums:
+        print()
+        print(f"Spearman(-E, Q) per reading (head={a.energy_head}, steps={a.steps}; the default reading is at gamma)")
+        print("| D | reading | Spearman mean | min | median |")
+        print("|---|---|---|---|---|")
+        for dim, r in out.items():
+            keys = [("spearman_at", str(sig), f"sigma={sig:g}") for sig in read_sigmas]
+            keys += [("spearman_sum", "+".join(f"{x:g}" for x in g), "sum E at sigma=" + "+".join(f"{x:g}" for x in g))
+                     for g in read_sums]
+            for field, key, label in keys:
+                rho = [row[field][key] for row in r["rows"]]
+                print(f"| {dim} | {label} | {np.mean(rho):.3f} | {np.min(rho):.3f} | {np.median(rho):.3f} |")
     if a.json:
         Path(a.json).write_text(json.dumps({str(k): v for k, v in out.items()}, indent=1))
 
