@@ -22,7 +22,8 @@ from test_train_cli import TINY_FLAGS, toy_demos
 torch.set_num_threads(1)
 D = torch.float64
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "bundles" / "metaworld-button-press"
+# a shipped bundle exported before --energy-head existed (the pooled head)
+SHIPPED = ROOT / "bundles" / "metaworld-assembly"
 
 
 def tiny(**kw) -> ModelConfig:
