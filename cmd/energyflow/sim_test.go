@@ -299,7 +299,8 @@ func TestSimEvalEpisode(t *testing.T) {
 // TestSimEvalNeverArmed checks that an episode in which auto-start is
 // refused on every tick is reported as never_armed, not as a step-limit
 // failure: the shipped ButtonPress bundle with its recommended threshold
-// set below any energy the policy can produce.
+// set below any energy the policy can produce (and its closed-loop bands
+// removed).
 func TestSimEvalNeverArmed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closed-loop episode")
@@ -317,7 +318,9 @@ func TestSimEvalNeverArmed(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["calibration"].(map[string]any)["recommended"].(map[string]any)["threshold"] = -1e6
+	cal := m["calibration"].(map[string]any)
+	cal["recommended"].(map[string]any)["threshold"] = -1e6
+	delete(cal, "closed_loop") // else its bands, not the recommendation, set the threshold
 	if raw, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
