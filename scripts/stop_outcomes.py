@@ -24,12 +24,12 @@ from typing import Dict, List, Optional
 WINDOW = 60  # ticks: 3 s at 20 Hz
 
 
-def window_means(jsonl: Path, start: Dict[int, int], window: int = WINDOW) -> List[float]:
-    """Per episode: mean energy of the first ``window`` scored ticks at or after start[episode]."""
+def window_means(jsonl: Path, start: Dict[int, int], window: int = WINDOW, score: str = "energy") -> List[float]:
+    """Per episode: mean ``score`` of the first ``window`` scored ticks at or after start[episode]."""
     vals: Dict[int, List[float]] = defaultdict(list)
     for line in jsonl.read_text().splitlines():
         t = json.loads(line)
-        ep, e = int(t["episode"]), t.get("energy")
+        ep, e = int(t["episode"]), t.get(score)
         if e is None or int(t["tick"]) < start.get(ep, 0) or len(vals[ep]) >= window:
             continue
         vals[ep].append(float(e))
@@ -46,11 +46,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cells", nargs="+", help="cell paths without .json (energyflow sim eval --json/--scores)")
     ap.add_argument("--negatives", required=True, help="the level-0 cell the AUROC compares with")
+    ap.add_argument("--score", default="energy", choices=["energy", "centered_energy", "state_energy"],
+                    help="the per-tick score the AUROC reads (the stop's own trips are whatever it watched)")
     a = ap.parse_args()
     neg_base = Path(a.negatives)
     neg_summary = json.loads(neg_base.with_suffix(".json").read_text())
     print("| cell | episodes | success | energy stops | never armed | stopped or kept from starting | "
-          f"stop delay after the fault (ticks) | AUROC vs level 0 (mean energy, first {WINDOW} scored ticks) |")
+          f"stop delay after the fault (ticks) | AUROC vs level 0 (mean {a.score}, first {WINDOW} scored ticks) |")
     print("|---|---|---|---|---|---|---|---|")
     for base in [neg_base] + [Path(c) for c in a.cells]:
         s = json.loads(base.with_suffix(".json").read_text())
@@ -61,8 +63,8 @@ def main() -> None:
         delays = sorted(r["stop_tick"] - r.get("fault_step", 0) for r in stops) if fault else []
         # faults: the window starts at the fault step, on both sides
         fstep = rs[0].get("fault_step", 0) if fault else 0
-        neg = window_means(neg_base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in neg_summary["results"]})
-        pos = window_means(base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in rs})
+        neg = window_means(neg_base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in neg_summary["results"]}, score=a.score)
+        pos = window_means(base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in rs}, score=a.score)
         au = None if base == neg_base else auroc(neg, pos)
         print(f"| {base.name} | {len(rs)} | {sum(r['success'] for r in rs)} | {len(stops)} | {len(never)} | "
               f"{len(stops) + len(never)}/{len(rs)} | {', '.join(map(str, delays)) or '–'} | "
