@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"log/slog"
 	"math"
 	"os"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/engines/enginestest"
 	"github.com/energyflow/edge/safety"
 )
 
@@ -26,35 +24,7 @@ func withStateTerm(t testing.TB, src string, q999 float64) string {
 	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := os.ReadFile(filepath.Join(repoRoot(t), "engines", "testdata", "quad", "state_energy.onnx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "state_energy.onnx"), g, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(g)
-	m["files"].(map[string]any)["state_energy.onnx"] = hex.EncodeToString(sum[:])
-	m["state_energy"] = map[string]any{
-		"graph": "state_energy.onnx", "input": "cond", "output": "state_energy", "reading": "max_sigma_z",
-		"sigmas": []float64{0.05, 3}, "mean": []float64{1, 0}, "std": []float64{1, 1},
-		"calibration": map[string]any{"mean": 1, "std": 2, "quantiles": map[string]any{"50": 1, "90": 3, "99": 5, "99.9": q999}, "max": q999, "n": 100},
-	}
-	out, err := json.MarshalIndent(m, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	enginestest.AddStateTerm(t, dir, q999)
 	return dir
 }
 

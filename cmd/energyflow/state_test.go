@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,45 +9,9 @@ import (
 	"testing"
 
 	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/engines/enginestest"
 	"github.com/energyflow/edge/safety"
 )
-
-// addStateTerm gives the bundle in dir (a copy: it is changed in place) a
-// state term: engines/testdata/quad/state_energy.onnx (state_energy =
-// ½‖cond‖² − 1 for any cond width) and its manifest block with held-out
-// q99.9 q999.
-func addStateTerm(t *testing.T, dir string, q999 float64) {
-	t.Helper()
-	g, err := os.ReadFile(filepath.Join(moduleRoot(t), "engines", "testdata", "quad", "state_energy.onnx"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "state_energy.onnx"), g, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mf := filepath.Join(dir, "manifest.json")
-	raw, err := os.ReadFile(mf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(g)
-	m["files"].(map[string]any)["state_energy.onnx"] = hex.EncodeToString(sum[:])
-	m["state_energy"] = map[string]any{
-		"graph": "state_energy.onnx", "input": "cond", "output": "state_energy", "reading": "max_sigma_z",
-		"sigmas": []float64{0.05, 0.4, 3}, "mean": []float64{1, 0, 0}, "std": []float64{1, 1, 1},
-		"calibration": map[string]any{"mean": 1, "std": 2, "quantiles": map[string]any{"50": 1, "90": 3, "99": 5, "99.9": q999}, "max": q999, "n": 100},
-	}
-	if raw, err = json.MarshalIndent(m, "", " "); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(mf, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // bundle verify prints the state_energy block and evaluates the state term
 // once, for an energyflow bundle (where re-scoring must agree) and a
@@ -59,7 +21,7 @@ func TestBundleVerifyStateTerm(t *testing.T) {
 	if err := os.CopyFS(diffusion, os.DirFS(filepath.Join(moduleRoot(t), "runtime", "testdata", "simarm-diffusion"))); err != nil {
 		t.Fatal(err)
 	}
-	addStateTerm(t, diffusion, 6.5)
+	enginestest.AddStateTerm(t, diffusion, 6.5)
 	cases := []struct {
 		name string
 		dir  string
@@ -91,7 +53,7 @@ func TestBundleVerifyStateTerm(t *testing.T) {
 	}
 	// A block naming a graph that is not a state graph fails the check.
 	bad := writeTestBundle(t)
-	addStateTerm(t, bad, 6.5)
+	enginestest.AddStateTerm(t, bad, 6.5)
 	mf := filepath.Join(bad, "manifest.json")
 	raw, _ := os.ReadFile(mf)
 	if err := os.WriteFile(mf, bytes.Replace(raw, []byte(`"graph": "state_energy.onnx"`), []byte(`"graph": "energy_grad.onnx"`), 1), 0o644); err != nil {
@@ -129,7 +91,7 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 					t.Fatal("a diffusion bundle without the state term took a state_energy calibration")
 				}
 			}
-			addStateTerm(t, dir, 6.5)
+			enginestest.AddStateTerm(t, dir, 6.5)
 			if err := checkCalibratable(dir, "state_energy"); err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +129,7 @@ func TestSimCalibrateStateScore(t *testing.T) {
 	root := moduleRoot(t)
 	requireVenv(t, root)
 	bundle := shippedBundleCopy(t, root, "metaworld-button-press")
-	addStateTerm(t, bundle, 1e6)
+	enginestest.AddStateTerm(t, bundle, 1e6)
 	scores := filepath.Join(t.TempDir(), "scores.jsonl")
 	var out, errb bytes.Buffer
 	t.Setenv("ENERGYFLOW_ROOT", root)
