@@ -36,7 +36,8 @@
 # (EnergyFlow on camera + proprioception, at every K of --steps, skipped when
 # the task has none) and, on the fault tasks, under --image-faults; lerobot trains (once, into
 # build/lerobot/<task>) and evaluates LeRobot's Diffusion Policy with its own
-# code in build/lerobot-venv (training/scripts/lerobot_baseline.py; skipped
+# code in build/lerobot-venv (training/scripts/lerobot_baseline.py, 10000 steps on
+# the task's 200 demonstrations; a model already in build/lerobot/<task> is reused; skipped
 # with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
 # at level 0 with the first K, injected at environment step 30; --fault-step N
 # injects them at step N instead and names those cells <fault>-at<N>. Rollouts:
@@ -166,7 +167,8 @@ lerobot() {
   fi
   if [ ! -f "build/lerobot/$task/model.safetensors" ]; then
     echo "train  lerobot $task"
-    $lpy $lr train --data "build/demos/$task.hdf5" --out "build/lerobot/$task" --steps 1500 --seed 0 > "$out/lerobot_${task}_train.log" 2>&1
+    # 10000 steps, batch 64, seed 0: about 30 min per task on one thread (our DP: 12000)
+    $lpy $lr train --data "build/demos/$task.hdf5" --out "build/lerobot/$task" --steps 10000 --seed 0 > "$out/lerobot_${task}_train.log" 2>&1
   fi
   for level in $levels; do
     local name=lerobot_${task}_${level}_K20
