@@ -447,6 +447,10 @@ type evalResult struct {
 	// count of running ticks since arming, its finite entries what the rule
 	// observes (sim calibrate fits on it).
 	trace []float64
+	// watch is what the episode's energy stop watched, in the gate's
+	// order (Guard.Thresholds): --watch, or the bundle's default watch set;
+	// nil with the energy stop off.
+	watch []string
 }
 
 // evalFlags are the evaluation's flags.
@@ -466,8 +470,8 @@ type evalFlags struct {
 	// carry state_energy (set by prepare).
 	stateTerm bool
 	// watch is sim eval --watch: the scores the energy stop watches,
-	// comma-separated ("": the bundle calibration's choice); watchScores is
-	// it parsed by prepare.
+	// comma-separated ("": the bundle's default watch set, docs/safety.md);
+	// watchScores is it parsed by prepare.
 	watch       string
 	watchScores []string
 }
@@ -554,7 +558,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	var e evalFlags
 	e.register(fs)
-	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle calibration's choice")
+	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, its calibration's score and, with the state term, state_energy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -599,7 +603,6 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	s := summarize(e.simFlags, results, trips)
-	s.Watch = e.watchScores
 	s.MaxSteps = e.maxSteps
 	fmt.Fprintln(env.stdout, s.String())
 	if e.summary != "" {
@@ -733,6 +736,9 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		return r, err
 	}
 	defer app.Close()
+	for _, th := range app.Guard().Thresholds() {
+		r.watch = append(r.watch, th.Score.String())
+	}
 	// Watch the episode from the harness side.
 	watchDone := make(chan struct{})
 	go func() {
@@ -880,8 +886,11 @@ type evalSummary struct {
 	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
-	// Watch is what the energy stop watched (--watch); empty: the bundle
-	// calibration's choice.
+	// Watch is what the energy stop watched, as the gate resolved it:
+	// --watch, or without it the bundle's default watch set (its
+	// calibration's score and, with the state term, state_energy). Every
+	// episode watches the same; empty: the energy stop was off (a policy
+	// without an energy).
 	Watch []string `json:"watch,omitempty"`
 	// NeverArmed counts episodes in which auto-start was refused on every
 	// tick (end never_armed): the arm never moved, which is not a trip.
@@ -919,6 +928,9 @@ func (s evalSummary) String() string {
 
 func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 	s := evalSummary{Task: f.task, Level: f.level, Bundle: f.bundle, Steps: f.steps, Episodes: len(rs), Trips: trips, Results: rs}
+	if len(rs) > 0 {
+		s.Watch = rs[0].watch
+	}
 	total := 0
 	var toSuccess, inferMs []float64
 	for _, r := range rs {
