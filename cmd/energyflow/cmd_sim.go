@@ -36,7 +36,7 @@ const (
 const (
 	simTasks  = "button-press drawer-open assembly bin-picking hammer"
 	simLevels = "0 S M L"
-	simFaults = "push object occlusion"
+	simFaults = "push object occlusion zero_state"
 )
 
 // usageError is a command-line mistake: the command prints it and exits 2.
@@ -434,6 +434,7 @@ type evalResult struct {
 	End         string   `json:"end"` // success, truncated (the step limit), safety_stop, never_armed (auto-start refused all episode) or interrupted
 	StopKind    string   `json:"stop_kind,omitempty"`
 	StopTick    int64    `json:"stop_tick,omitempty"`
+	StopScore   string   `json:"stop_score,omitempty"` // the score whose rule fired, for an energy stop
 	Fault       string   `json:"fault,omitempty"`
 	FaultStep   int      `json:"fault_step,omitempty"`
 	Inferences  int      `json:"inferences"`            // policy inferences the loop finished
@@ -482,7 +483,7 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.maxSteps, "max-steps", 500, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
 	fs.StringVar(&e.scores, "scores", "", "write per-tick scores (JSON lines) to this file")
 	fs.StringVar(&e.summary, "json", "", "write the summary as JSON to this file")
-	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state) or occlusion (a dark square blocks the middle of the camera image); docs/sim.md")
+	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state), occlusion (a dark square blocks the middle of the camera image) or zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report); docs/sim.md")
 	fs.IntVar(&e.faultStep, "fault-step", 30, "environment step at which --fault starts")
 }
 
@@ -766,6 +767,9 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	defer mu.Unlock()
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick
+		if stop.Kind == safety.KindEnergy {
+			r.StopScore = stop.Score.String()
+		}
 	}
 	switch {
 	case r.Success:
