@@ -59,7 +59,7 @@ func TestSafetyConfigStateEnergy(t *testing.T) {
 	}{
 		{"state score without a state term", energyflow, []safety.ScoreConfig{state}, []string{"safety.energy.scores", `"state_energy", but bundle`, "no state term", "state-term"}, false},
 		{"state score with the state term", withState, []safety.ScoreConfig{energy, state}, nil, false},
-		{"the default stays the energy's", withState, nil, nil, false},
+		{"the default with the state term", withState, nil, nil, false},
 		{"diffusion watched on its state term", diffusionState, []safety.ScoreConfig{state}, nil, false},
 		{"diffusion with energy and state", diffusionState, []safety.ScoreConfig{energy, state}, []string{"safety.energy.scores", "no energy", "watch only its state term"}, false},
 		{"diffusion without scores", diffusionState, nil, nil, true},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -24,9 +25,12 @@ type EnergyConfig struct {
 	// energy). The score watchdog is off too then.
 	Disabled bool `yaml:"disabled"`
 	// Scores lists the scores to monitor; any one firing trips. Empty means
-	// the bundle calibration's closed-loop score and bands (when the rule is
-	// the one they were certified for), else its recommended score and
-	// threshold.
+	// the default watch set: the bundle calibration's closed-loop score and
+	// bands (when the rule is the one they were certified for), else its
+	// recommended score and threshold, and, when the bundle has the state
+	// term (Calibration.StateEnergy), "state_energy" too, once. A bundle
+	// without an energy calibration but with the state term watches
+	// "state_energy" alone.
 	Scores []ScoreConfig `yaml:"scores"`
 	// Rule decides when exceedances are a trip rather than noise.
 	Rule RuleConfig `yaml:"rule"`
@@ -353,8 +357,7 @@ const defaultQuantile = "99.9"
 // recommendation for that score, else the configured quantile of the
 // calibration (for "state_energy": of the state_energy block's held-out
 // statistics, Calibration.StateEnergy). CUSUM also needs a scale. With no
-// scores configured, the monitored score is the closed-loop one when it
-// applies, else the recommended one.
+// scores configured, the monitored scores are defaultScores'.
 func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	if e.Disabled {
 		return nil, nil
@@ -369,16 +372,11 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			clNote = fmt.Sprintf(" (closed_loop was fitted for %s %d/%d, the rule is %s)", c.Rule.Kind, c.Rule.N, c.Rule.M, ruleName(r))
 		}
 	}
-	scores := e.Scores
-	defaultKey := "calibration.recommended"
+	scores, keys := e.Scores, []string(nil)
 	if len(scores) == 0 {
-		switch {
-		case cl != nil:
-			scores, defaultKey = []ScoreConfig{{Name: cl.Score}}, "calibration.closed_loop"
-		case cal == nil || cal.Recommended.Score == "":
-			return nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step" + clNote)
-		default:
-			scores = []ScoreConfig{{Name: cal.Recommended.Score}}
+		var err error
+		if scores, keys, err = defaultScores(cl, cal, clNote); err != nil {
+			return nil, err
 		}
 	}
 	cusum := e.Rule.Kind == RuleCUSUM
@@ -386,9 +384,10 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	out := make([]Threshold, 0, len(scores))
 	for i, s := range scores {
 		key := fmt.Sprintf("energy.scores[%d]", i)
-		if len(e.Scores) == 0 {
-			key = defaultKey
+		if keys != nil {
+			key = keys[i]
 		}
+		fix := func(fields ...string) string { return fixHint(key, s.Name, keys == nil, fields...) }
 		sc, ok := ParseScore(s.Name)
 		if !ok {
 			errs = append(errs, fmt.Errorf("safety: %s.name: %q is not a score — use %s", key, s.Name, scoreList))
@@ -431,10 +430,10 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: the bundle has no state term (no \"state_energy\" block) — train one (python -m energyflow state-term) or watch another score%s", key, s.Name, note))
 			continue
 		case sc == ScoreStateEnergy:
-			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle's state_energy.calibration has no quantile %q%s — set %s.threshold or %s.quantile", key, s.Name, q, note, key, key))
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle's state_energy.calibration has no quantile %q%s — %s", key, s.Name, q, note, fix("threshold", "quantile")))
 			continue
 		default:
-			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it%s — set %s.threshold", key, s.Name, q, note, key))
+			errs = append(errs, fmt.Errorf("safety: %s: no threshold for score %q: not set in the config and the bundle calibration has neither a recommendation nor quantile %q for it%s — %s", key, s.Name, q, note, fix("threshold")))
 			continue
 		}
 		if cusum {
@@ -444,13 +443,54 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			case stats != nil && stats.Std > 0 && isFinite(stats.Std):
 				t.Scale = stats.Std
 			default:
-				errs = append(errs, fmt.Errorf("safety: %s.scale: the cusum rule needs a scale for score %q and the bundle's %s has no std for it — set %s.scale", key, s.Name, statsKey, key))
+				errs = append(errs, fmt.Errorf("safety: %s.scale: the cusum rule needs a scale for score %q and the bundle's %s has no std for it — %s", key, s.Name, statsKey, fix("scale")))
 				continue
 			}
 		}
 		out = append(out, t)
 	}
 	return out, errors.Join(errs...)
+}
+
+// defaultScores is the watch set when energy.scores is empty, with the key
+// naming each entry in messages. The first is the calibration's closed-loop
+// score (cl: when it applies to the rule), else its recommended score. A
+// bundle with the state term (cal.StateEnergy) watches "state_energy" too,
+// once: the policy energy does not see an unseen state (score matching fixes
+// it only up to a state-dependent constant), the state term does
+// (docs/safety.md, "Configuration"). A bundle without an energy calibration
+// (no recommendation, no held-out energy scores, a closed_loop of
+// "state_energy" or none: a diffusion policy with the state term) watches
+// "state_energy" alone. clNote says why the bundle's closed_loop does not
+// apply, if it does not.
+func defaultScores(cl *ClosedLoop, cal *Calibration, clNote string) ([]ScoreConfig, []string, error) {
+	var scores []ScoreConfig
+	var keys []string
+	switch {
+	case cl != nil:
+		scores, keys = []ScoreConfig{{Name: cl.Score}}, []string{"calibration.closed_loop"}
+	case cal != nil && cal.Recommended.Score != "":
+		scores, keys = []ScoreConfig{{Name: cal.Recommended.Score}}, []string{"calibration.recommended"}
+	case cal != nil && cal.StateEnergy != nil && len(cal.Scores) == 0 &&
+		(cal.ClosedLoop == nil || cal.ClosedLoop.Score == ScoreStateEnergy.String()):
+		// No energy calibration: the state term alone, below.
+	default:
+		return nil, nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step" + clNote)
+	}
+	if cal.StateEnergy != nil && !slices.ContainsFunc(scores, func(s ScoreConfig) bool { return s.Name == ScoreStateEnergy.String() }) {
+		scores, keys = append(scores, ScoreConfig{Name: ScoreStateEnergy.String()}), append(keys, "state_energy.calibration")
+	}
+	return scores, keys, nil
+}
+
+// fixHint tells how to give a monitored score what it lacks: set the fields
+// of its entry (key, "energy.scores[i]") when the config lists it, else (a
+// score of the default watch set) list it in energy.scores with them.
+func fixHint(key, name string, listed bool, fields ...string) string {
+	if listed {
+		return "set " + key + "." + strings.Join(fields, " or "+key+".")
+	}
+	return fmt.Sprintf("list %q in energy.scores with a %s", name, strings.Join(fields, " or "))
 }
 
 // ruleName describes a rule for messages ("n_of_m 3/5", "cusum").

@@ -151,6 +151,16 @@ func TestResolveThresholds(t *testing.T) {
 		cc.StateEnergy = stateStats
 		return &cc
 	}
+	withStats := func(c *Calibration, st *ScoreStats) *Calibration {
+		cc := *c
+		cc.StateEnergy = st
+		return &cc
+	}
+	// A diffusion bundle's: no energy calibration, a closed loop of the state score.
+	diffusionCL := func(n, m int) *Calibration {
+		return &Calibration{StateEnergy: stateStats,
+			ClosedLoop: &ClosedLoop{Score: "state_energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}}
+	}
 	watchState := func(r RuleConfig, sc ...ScoreConfig) EnergyConfig {
 		if len(sc) == 0 {
 			sc = []ScoreConfig{{Name: "state_energy"}}
@@ -223,11 +233,45 @@ func TestResolveThresholds(t *testing.T) {
 		{"state: with energy", watchState(nOfM(3, 5), ScoreConfig{Name: "energy"}, ScoreConfig{Name: "state_energy"}), withState(&cal),
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
 				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
-		{"state: the default stays the recommended score", EnergyConfig{Rule: nOfM(3, 5)}, withState(&cal),
-			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"}}, ""},
 		{"state: no state term", watchState(nOfM(3, 5)), &cal, nil, `energy.scores[0]: no threshold for score "state_energy": the bundle has no state term`},
 		{"state: missing quantile", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Quantile: "95"}), withState(&cal), nil,
 			`state_energy.calibration has no quantile "95"`},
+
+		// The default watch set (energy.scores empty) of a bundle with the
+		// state term: the calibration's score and state_energy, each on its
+		// own threshold; a closed loop of state_energy watches it once; a
+		// bundle without an energy calibration watches state_energy alone.
+		{"default: closed loop and the state term", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"default: recommended and the state term", EnergyConfig{Rule: nOfM(3, 5)}, withState(&cal),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"default: closed loop for another rule and the state term", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"default: cusum, the state term scaled by its std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withState(&cal),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Scale: 0.5, Source: "calibration.recommended"},
+				{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"default: closed loop of the state score, watched once", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("state_energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"default: closed loop of the state score for another rule", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("state_energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+		{"default: no state term, unchanged", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"default: diffusion, no calibration block", EnergyConfig{Rule: nOfM(3, 5)}, withState(nil),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		{"default: diffusion, closed loop of the state score", EnergyConfig{Rule: nOfM(3, 5)}, diffusionCL(3, 5),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+		{"default: diffusion, closed loop for another rule", EnergyConfig{Rule: nOfM(2, 3)}, diffusionCL(3, 5),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+		{"default: the state term without q99.9", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&cal, &ScoreStats{Std: 1, Quantiles: map[string]float64{"99": 2.9}}), nil,
+			`safety: state_energy.calibration: no threshold for score "state_energy": not set in the config and the bundle's state_energy.calibration has no quantile "99.9" — list "state_energy" in energy.scores with a threshold or quantile`},
+		{"default: cusum, the state term without std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withStats(&cal, &ScoreStats{Quantiles: map[string]float64{"99.9": 4.2}}), nil,
+			`safety: state_energy.calibration.scale: the cusum rule needs a scale for score "state_energy" and the bundle's state_energy.calibration has no std for it — list "state_energy" in energy.scores with a scale`},
+		{"default: energy statistics without a recommendation", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&Calibration{Scores: cal.Scores}, stateStats), nil,
+			"energy.scores: empty and the bundle has no calibration to recommend a score"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +279,9 @@ func TestResolveThresholds(t *testing.T) {
 			if tc.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("got %v, want error with %q", err, tc.errHas)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error is not one line: %q", err)
 				}
 				return
 			}

@@ -26,7 +26,11 @@
 // scores, BandFreshScores, for calibrations without band_unit), fitted by
 // FitClosedLoop (split conformal) so that a fresh in-distribution episode
 // trips the n-of-m rule with probability at most its alpha; while stopped the
-// gate uses the start band.
+// gate uses the start band. Any monitored score firing trips. With none
+// configured (EnergyConfig.Scores empty) the gate watches the calibration's
+// closed-loop or recommended score and, when the bundle has the state term
+// (Calibration.StateEnergy), "state_energy" too: the policy energy does not
+// see an unseen state, the state term does.
 //
 // Watchdogs bound the age of every input: scores (score_stale), an
 // in-flight inference (inference_deadline), camera frames (camera_stale),

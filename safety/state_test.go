@@ -53,6 +53,47 @@ func TestStateEnergyScoreTrips(t *testing.T) {
 	}
 }
 
+// With energy.scores empty, a bundle with the state term is watched on its
+// calibration's score and on state_energy, each on its own threshold: either
+// one alone trips the gate while the other stays quiet.
+func TestDefaultWatchSetTripsOnEither(t *testing.T) {
+	cfg := testConfig()
+	cfg.Energy.Scores = nil
+	cal := &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10},
+		StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	cases := []struct {
+		name          string
+		energy, state float64 // fed every tick after arming
+		want          Score
+	}{
+		{"unseen state, quiet energy", 1, 7, ScoreStateEnergy},
+		{"high energy, seen state", 50, 1, ScoreEnergy},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigCal(t, cfg, cal)
+			th := r.g.Thresholds()
+			if len(th) != 2 || th[0].Score != ScoreEnergy || th[0].Value != 10 || th[1].Score != ScoreStateEnergy || th[1].Value != 4 {
+				t.Fatalf("thresholds %+v, want energy at 10 and state_energy at 4", th)
+			}
+			quiet := func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = 1, 1 }
+			r.tick(quiet)
+			if err := r.resetAt(quiet); err != nil {
+				t.Fatal(err)
+			}
+			var d Decision
+			for i := 0; i < 5; i++ {
+				if d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = tc.energy, tc.state }); d.State == Stopped {
+					break
+				}
+			}
+			if d.State != Stopped || d.Reason.Kind != KindEnergy || d.Reason.Score != tc.want {
+				t.Fatalf("decision %v %v on %v: %s; want an energy stop on %v", d.State, d.Reason.Kind, d.Reason.Score, d.Reason.Message, tc.want)
+			}
+		})
+	}
+}
+
 // FitClosedLoop writes the score its traces hold.
 func TestFitClosedLoopScoreName(t *testing.T) {
 	traces := make([][]float64, 20)

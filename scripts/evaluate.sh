@@ -59,7 +59,8 @@
 # bundles/ (candidates before they are shipped; keep them in their own --out).
 # --watch SCORES makes the energy stop of every runtime cell watch these scores
 # (sim eval --watch: e.g. state_energy, or energy,state_energy) instead of the
-# bundle calibration's choice; the cells keep their names, so give them their
+# bundle's default watch set (its calibration's score, plus state_energy when
+# the bundle has the state term); the cells keep their names, so give them their
 # own --out.
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
@@ -72,7 +73,7 @@ policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push
 image_faults="occlusion"
 maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
 efdir=bundles # where the EnergyFlow bundles are (--bundles)
-watch=""      # sim eval --watch ("": the bundle calibration's choice)
+watch=""      # sim eval --watch ("": the bundle's default watch set)
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi

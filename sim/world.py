@@ -125,11 +125,18 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #           every rendered frame (a quarter of the image), as a hand or a
 #           cable in front of the lens would. State and physics are unchanged:
 #           the fault for image policies.
-FAULTS = ("push", "object", "occlusion")
+#   zero_state: the arm's state reads all zeros, as a failed encoder or a
+#           dead bus would report: from the onset on, the arm's own entries of
+#           every observation returned (hand xyz and gripper, obs[0:4], and
+#           their previous-frame copy, obs[18:22]) are 0. Only the reading:
+#           the physics is unchanged.
+FAULTS = ("push", "object", "occlusion", "zero_state")
 OCCLUSION_GREY = 30
 PUSH_DISTANCE = 0.08
 OBJ2 = slice(11, 18)
 OBJ2_PREV = slice(29, 36)
+ARM_STATE = slice(0, 4)
+ARM_STATE_PREV = slice(18, 22)
 
 
 @dataclass(frozen=True)
@@ -260,7 +267,7 @@ class World:
             obs = env._get_obs()
             obs[18:36] = obs[0:18]
             env._prev_obs = obs[0:18].copy()
-        self.obs = np.asarray(obs, dtype=np.float64)
+        self.obs = np.array(obs, dtype=np.float64)
         self.fault = fault
         self._obj2 = None
         ang = np.random.default_rng([self.seed, 7919]).uniform(0, 2 * np.pi)
@@ -272,6 +279,7 @@ class World:
         self.ret = 0.0
         self.truncated = False
         self.unstable = False
+        self._zero_arm_state()  # a fault from step 0 reads zeros from the start
         return self.obs
 
     def step(self, action) -> StepResult:
@@ -287,10 +295,11 @@ class World:
             env.data.mocap_pos[0] = np.clip(env.data.mocap_pos[0] + self._fault_vec, env.mocap_low, env.mocap_high)
         obs, reward, _term, trunc, info = env.step(a)
         self.last_step_s = time.perf_counter() - t0
-        self.obs = np.asarray(obs, dtype=np.float64)
+        self.obs = np.array(obs, dtype=np.float64)  # a copy: faults write into it, not into the env's
         if f is not None and f.kind == "object" and self.step_count + 1 >= f.step:
             self._inject_object()
         self.step_count += 1
+        self._zero_arm_state()
         self.ret += float(reward)
         if info.get("success") and not self.success:
             self.success = True
@@ -311,6 +320,13 @@ class World:
         self.obs[OBJ2] = self._obj2
         if not first:
             self.obs[OBJ2_PREV] = self._obj2
+
+    def _zero_arm_state(self) -> None:
+        """Under the zero_state fault, from its step on: the arm's entries of self.obs read 0."""
+        f = self.fault
+        if f is not None and f.kind == "zero_state" and self.step_count >= f.step:
+            self.obs[ARM_STATE] = 0.0
+            self.obs[ARM_STATE_PREV] = 0.0
 
     def hold(self) -> None:
         """Stop the arm where it is: the mocap target jumps to the hand (a controller's stop)."""

@@ -36,7 +36,7 @@ const (
 const (
 	simTasks  = "button-press drawer-open assembly bin-picking hammer"
 	simLevels = "0 S M L"
-	simFaults = "push object occlusion"
+	simFaults = "push object occlusion zero_state"
 )
 
 // usageError is a command-line mistake: the command prints it and exits 2.
@@ -434,6 +434,7 @@ type evalResult struct {
 	End         string   `json:"end"` // success, truncated (the step limit), safety_stop, never_armed (auto-start refused all episode) or interrupted
 	StopKind    string   `json:"stop_kind,omitempty"`
 	StopTick    int64    `json:"stop_tick,omitempty"`
+	StopScore   string   `json:"stop_score,omitempty"` // the score whose rule fired, for an energy stop
 	Fault       string   `json:"fault,omitempty"`
 	FaultStep   int      `json:"fault_step,omitempty"`
 	Inferences  int      `json:"inferences"`            // policy inferences the loop finished
@@ -447,6 +448,10 @@ type evalResult struct {
 	// count of running ticks since arming, its finite entries what the rule
 	// observes (sim calibrate fits on it).
 	trace []float64
+	// watch is what the episode's energy stop watched, in the gate's
+	// order (Guard.Thresholds): --watch, or the bundle's default watch set;
+	// nil with the energy stop off.
+	watch []string
 }
 
 // evalFlags are the evaluation's flags.
@@ -466,8 +471,8 @@ type evalFlags struct {
 	// carry state_energy (set by prepare).
 	stateTerm bool
 	// watch is sim eval --watch: the scores the energy stop watches,
-	// comma-separated ("": the bundle calibration's choice); watchScores is
-	// it parsed by prepare.
+	// comma-separated ("": the bundle's default watch set, docs/safety.md);
+	// watchScores is it parsed by prepare.
 	watch       string
 	watchScores []string
 }
@@ -478,7 +483,7 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&e.maxSteps, "max-steps", 500, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
 	fs.StringVar(&e.scores, "scores", "", "write per-tick scores (JSON lines) to this file")
 	fs.StringVar(&e.summary, "json", "", "write the summary as JSON to this file")
-	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state) or occlusion (a dark square blocks the middle of the camera image); docs/sim.md")
+	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state), occlusion (a dark square blocks the middle of the camera image) or zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report); docs/sim.md")
 	fs.IntVar(&e.faultStep, "fault-step", 30, "environment step at which --fault starts")
 }
 
@@ -554,7 +559,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	var e evalFlags
 	e.register(fs)
-	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle calibration's choice")
+	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, its calibration's score and, with the state term, state_energy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -599,7 +604,6 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	s := summarize(e.simFlags, results, trips)
-	s.Watch = e.watchScores
 	s.MaxSteps = e.maxSteps
 	fmt.Fprintln(env.stdout, s.String())
 	if e.summary != "" {
@@ -733,6 +737,9 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 		return r, err
 	}
 	defer app.Close()
+	for _, th := range app.Guard().Thresholds() {
+		r.watch = append(r.watch, th.Score.String())
+	}
 	// Watch the episode from the harness side.
 	watchDone := make(chan struct{})
 	go func() {
@@ -760,6 +767,9 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	defer mu.Unlock()
 	if stop.Kind != safety.KindNone && stop.Kind != safety.KindOperator {
 		r.StopKind, r.StopTick = stop.Kind.String(), stop.Tick
+		if stop.Kind == safety.KindEnergy {
+			r.StopScore = stop.Score.String()
+		}
 	}
 	switch {
 	case r.Success:
@@ -880,8 +890,11 @@ type evalSummary struct {
 	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
-	// Watch is what the energy stop watched (--watch); empty: the bundle
-	// calibration's choice.
+	// Watch is what the energy stop watched, as the gate resolved it:
+	// --watch, or without it the bundle's default watch set (its
+	// calibration's score and, with the state term, state_energy). Every
+	// episode watches the same; empty: the energy stop was off (a policy
+	// without an energy).
 	Watch []string `json:"watch,omitempty"`
 	// NeverArmed counts episodes in which auto-start was refused on every
 	// tick (end never_armed): the arm never moved, which is not a trip.
@@ -919,6 +932,9 @@ func (s evalSummary) String() string {
 
 func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 	s := evalSummary{Task: f.task, Level: f.level, Bundle: f.bundle, Steps: f.steps, Episodes: len(rs), Trips: trips, Results: rs}
+	if len(rs) > 0 {
+		s.Watch = rs[0].watch
+	}
 	total := 0
 	var toSuccess, inferMs []float64
 	for _, r := range rs {

@@ -32,7 +32,7 @@ func TestSimBadArguments(t *testing.T) {
 		{"eval: negative steps", []string{"sim", "eval", "--max-steps", "-5"}, "", exitUsage, []string{"--max-steps -5: must be at least 1"}, nil},
 		{"eval: no episodes", []string{"sim", "eval", "--episodes", "0"}, "", exitUsage, []string{"--episodes 0: must be at least 1"}, nil},
 		{"eval: unknown fault", []string{"sim", "eval", "--fault", "earthquake"}, "", exitUsage,
-			[]string{`--fault "earthquake": unknown fault; want one of push, object, occlusion`}, nil},
+			[]string{`--fault "earthquake": unknown fault; want one of push, object, occlusion, zero_state`}, nil},
 		{"eval: negative fault step", []string{"sim", "eval", "--fault", "push", "--fault-step", "-1"}, "", exitUsage, []string{"--fault-step -1"}, nil},
 		{"eval: every mistake at once", []string{"sim", "eval", "--episodes", "0", "--level", "XL", "--rate", "0"}, "", exitUsage,
 			[]string{"--episodes 0", `--level "XL"`, "--rate 0"}, nil},

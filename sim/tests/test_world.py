@@ -90,3 +90,36 @@ def test_occlusion_fault_blocks_the_camera_only():
     assert (img[8:24, 8:24] == OCCLUSION_GREY).all()
     np.testing.assert_array_equal(img[:8], clean_img[:8])    # the rest of the frame is the scene
     w.close()
+
+
+def test_zero_state_fault_zeroes_the_arm_reading_only():
+    from sim.world import ARM_STATE, ARM_STATE_PREV, Fault
+
+    w = World("button-press", camera_size=None)
+    pol = expert_policy("button-press")
+    w.reset(seed=3)
+    actions, clean = [], []
+    for _ in range(20):
+        actions.append(pol.get_action(w.obs))
+        clean.append(w.step(actions[-1]).obs.copy())
+    clean, hand = np.array(clean), w.env.data.body("hand").xpos.copy()
+    # The same actions with the fault from step 10: the policy's view would
+    # differ, so replaying them isolates what the fault itself changes.
+    w.reset(seed=3, fault=Fault("zero_state", 10))
+    faulted = np.array([w.step(a).obs.copy() for a in actions])
+    assert w.info()["injected"] == {"kind": "zero_state", "step": 10}
+    np.testing.assert_array_equal(faulted[:9], clean[:9])      # steps 1..9 untouched
+    for s in (ARM_STATE, ARM_STATE_PREV):                     # from step 10 on, the arm reads 0
+        assert np.all(clean[9:, s] != 0)
+        assert np.all(faulted[9:, s] == 0)
+    others = np.ones(faulted.shape[1], bool)
+    others[ARM_STATE] = others[ARM_STATE_PREV] = False
+    np.testing.assert_array_equal(faulted[:, others], clean[:, others])  # the rest of the reading
+    np.testing.assert_array_equal(w.env.data.body("hand").xpos, hand)     # and the physics: unchanged
+    assert np.all(w.obs[ARM_STATE] == 0)
+
+    obs = w.reset(seed=3, fault=Fault("zero_state", 0))            # from the reset observation on
+    assert np.all(obs[ARM_STATE] == 0) and np.all(obs[ARM_STATE_PREV] == 0)
+    obs = w.reset(seed=3)                                          # one episode only
+    assert w.fault is None and np.all(obs[ARM_STATE] != 0)
+    w.close()

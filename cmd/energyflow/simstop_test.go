@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/energyflow/edge/safety"
+)
+
+// The energy stop of the shipped ButtonPress bundle, end to end: the real
+// bridge, the runtime, the bundle's default watch set (its closed-loop energy
+// bands and its state term's held-out q99.9), at 20 Hz, the rate its
+// closed-loop bands were calibrated at.
+const (
+	stopTestBundle = "metaworld-button-press"
+	stopTestRateHz = 20
+)
+
+// tickLine is one line of sim eval --scores.
+type tickLine struct {
+	Episode int    `json:"episode"`
+	Tick    int64  `json:"tick"`
+	State   string `json:"state"`
+}
+
+// runStopEval runs sim eval on the shipped ButtonPress bundle with no
+// --watch, so with its default watch set, and returns the summary and the
+// per-tick lines by episode. It skips under -short and without the Python
+// environment.
+func runStopEval(t *testing.T, args ...string) (evalSummary, map[int][]tickLine) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("closed-loop episodes")
+	}
+	root := moduleRoot(t)
+	requireVenv(t, root)
+	dir := t.TempDir()
+	scores, summary := filepath.Join(dir, "scores.jsonl"), filepath.Join(dir, "summary.json")
+	var out, errb bytes.Buffer
+	t.Setenv("ENERGYFLOW_ROOT", root)
+	args = append([]string{"sim", "eval", "--bundle", filepath.Join(root, "bundles", stopTestBundle), "--task", "button-press",
+		"--rate", fmt.Sprint(stopTestRateHz), "--scores", scores, "--json", summary}, args...)
+	if code := realMain(args, &out, &errb); code != exitOK {
+		t.Fatalf("sim eval exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(l, `msg="safety: stop"`) && !strings.Contains(l, "reason=operator") {
+			t.Log(l) // the stop's message names the score and its threshold
+		}
+	}
+	var s evalSummary
+	data, err := os.ReadFile(summary)
+	if err == nil {
+		err = json.Unmarshal(data, &s)
+	}
+	if err != nil {
+		t.Fatalf("summary (%v):\n%s", err, data)
+	}
+	if want := []string{"energy", "state_energy"}; !slices.Equal(s.Watch, want) {
+		t.Errorf("the summary's watch is %q, want the default watch set %q", s.Watch, want)
+	}
+	raw, err := os.ReadFile(scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := map[int][]tickLine{}
+	for _, l := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var tl tickLine
+		if err := json.Unmarshal(l, &tl); err != nil {
+			t.Fatalf("score line %s: %v", l, err)
+		}
+		ticks[tl.Episode] = append(ticks[tl.Episode], tl)
+	}
+	return s, ticks
+}
+
+// faultOnsetTick returns the tick after whose arm write the bridge has
+// taken faultStep environment steps, i.e. the tick from which the fault is
+// in the simulated world. In lockstep every write with a fresh heartbeat is
+// one step; each tick writes once (a command while running, a halt while
+// stopped) and has one line, and arming adds one write (Enable writes the
+// halt block first). Tick numbers count deadlines, so a skipped deadline
+// (a slow tick) leaves a gap in them but no write. It fails when the gate
+// did not arm before the onset or the episode ended before it.
+func faultOnsetTick(lines []tickLine, faultStep int) (int64, error) {
+	armed := -1 // the line of the tick that decided the reset: the one before the first running tick
+	for i, l := range lines {
+		if l.State == "RUNNING" {
+			armed = i - 1
+			break
+		}
+	}
+	if armed < 0 {
+		return 0, errors.New("the gate never armed")
+	}
+	for i, l := range lines {
+		steps := i + 1
+		if i >= armed {
+			steps++
+		}
+		if steps < faultStep {
+			continue
+		}
+		if i <= armed {
+			return 0, fmt.Errorf("the fault (step %d) comes at tick %d, before the gate armed after tick %d: use a later --fault-step", faultStep, l.Tick, lines[armed].Tick)
+		}
+		return l.Tick, nil
+	}
+	return 0, fmt.Errorf("the episode ended after %d ticks, before the fault at step %d", len(lines), faultStep)
+}
+
+// hostStop reports whether a stop kind is a watchdog of the machine's own
+// pace (a score, a tick or an inference too late), which a loaded
+// development machine can trip whatever the arm does (docs/evaluation.md
+// counts them apart as host stops).
+func hostStop(kind string) bool {
+	return slices.Contains([]string{"score_stale", "loop_late", "inference_deadline", "camera_stale"}, kind)
+}
+
+// TestSimEvalZeroStateStops checks that an absurd arm state stops the arm
+// within 0.5 s: the arm's state reads all zeros from environment step 40
+// (--fault zero_state, sim/world.py) and the energy stop, with the shipped
+// bundle's default watch set, trips within 0.5 s of the fault's onset at
+// the control rate. The n-of-m rule (3 of 5) needs three fresh scores over
+// the threshold, and the first fresh score on the zeroed state comes a few
+// ticks after the onset (the arm read, the re-score, its result): measured
+// on a loaded 2-core machine, 150–550 ms, median 300 ms (docs/safety.md).
+func TestSimEvalZeroStateStops(t *testing.T) {
+	const faultStep = 40
+	const maxDelay = 500 * time.Millisecond
+	s, ticks := runStopEval(t, "--episodes", "2", "--max-steps", "100", "--seed", "1000",
+		"--fault", "zero_state", "--fault-step", fmt.Sprint(faultStep))
+	if len(s.Results) != 2 {
+		t.Fatalf("%d episodes, want 2", len(s.Results))
+	}
+	period := time.Second / stopTestRateHz
+	n := safety.DefaultConfig().Energy.Rule.NOfM.N // sim eval's rule: n of m
+	checked := 0
+	for _, r := range s.Results {
+		lines := ticks[r.Episode]
+		if len(lines) == 0 {
+			t.Fatalf("episode %d: no per-tick scores", r.Episode)
+		}
+		// Every environment step is a write counted by faultOnsetTick: the
+		// ticks', the enable's and, at the end, the runtime's shutdown halt.
+		if r.Steps > len(lines)+2 {
+			t.Fatalf("episode %d: %d environment steps for %d ticks: writes the onset count misses", r.Episode, r.Steps, len(lines))
+		}
+		onset, err := faultOnsetTick(lines, faultStep)
+		switch {
+		case err != nil && hostStop(r.StopKind):
+			t.Logf("episode %d: inconclusive: a host stop (%s) at tick %d: %v", r.Episode, r.StopKind, r.StopTick, err)
+			continue
+		case err != nil:
+			t.Errorf("episode %d: ended %s (stop %q at tick %d): %v", r.Episode, r.End, r.StopKind, r.StopTick, err)
+			continue
+		}
+		delay := time.Duration(r.StopTick-onset) * period
+		switch {
+		case r.StopKind == "energy" && r.StopTick < onset+int64(n):
+			// The runtime reads the zero state at tick onset+1 at the
+			// earliest, and the rule needs n fresh scores over the threshold.
+			t.Logf("episode %d: inconclusive: energy stop on %s at tick %d, before the zero state from tick %d could trip it (%d fresh scores): a false stop, TestSimEvalLevel0NoFalseStop's business",
+				r.Episode, r.StopScore, r.StopTick, onset, n)
+		case r.StopKind == "energy":
+			checked++
+			t.Logf("episode %d (seed %d): zero state from tick %d (step %d), energy stop on %s at tick %d: %v after the onset (%d ticks at %d Hz)",
+				r.Episode, r.Seed, onset, faultStep, r.StopScore, r.StopTick, delay, r.StopTick-onset, stopTestRateHz)
+			if delay > maxDelay {
+				t.Errorf("episode %d: the energy stop came %v after the fault, want at most %v", r.Episode, delay, maxDelay)
+			}
+		case hostStop(r.StopKind) && delay <= maxDelay:
+			t.Logf("episode %d: inconclusive: a host stop (%s) at tick %d, %v after the fault at tick %d, before the energy stop had its 0.5 s", r.Episode, r.StopKind, r.StopTick, delay, onset)
+		default:
+			t.Errorf("episode %d: ended %s (stop %q at tick %d), want an energy stop within %v of the fault at tick %d", r.Episode, r.End, r.StopKind, r.StopTick, maxDelay, onset)
+		}
+	}
+	if checked == 0 && !t.Failed() {
+		t.Skip("no episode could check the stop (host or false stops, above): on a machine this loaded, 20 Hz is not kept")
+	}
+}
+
+// TestSimEvalLevel0NoFalseStop checks the other side: one normal (level 0)
+// episode with the shipped bundle's default watch set ends without an
+// energy stop. The state term's held-out q99.9 stopped 2 of 50 level-0
+// episodes falsely (docs/evaluation.md), both after tick 110; 150 steps
+// give the policy time to succeed (median 60 steps) and stay short of them.
+func TestSimEvalLevel0NoFalseStop(t *testing.T) {
+	s, ticks := runStopEval(t, "--episodes", "1", "--max-steps", "150", "--seed", "1000")
+	if len(s.Results) != 1 {
+		t.Fatalf("%d episodes, want 1", len(s.Results))
+	}
+	r := s.Results[0]
+	t.Logf("level 0, seed %d: %s after %d steps (%d ticks), stop %q", r.Seed, r.End, r.Steps, len(ticks[r.Episode]), r.StopKind)
+	switch {
+	case r.StopKind == "energy":
+		t.Errorf("a false energy stop on %s at tick %d of a level-0 episode", r.StopScore, r.StopTick)
+	case hostStop(r.StopKind):
+		t.Skipf("inconclusive: a host stop (%s) at tick %d ended the episode before its end: the machine is too loaded for 20 Hz", r.StopKind, r.StopTick)
+	case r.End != "success" && r.End != "truncated":
+		t.Errorf("the episode ended %s (stop %q at tick %d), want success or the step limit", r.End, r.StopKind, r.StopTick)
+	}
+}
