@@ -69,10 +69,18 @@ const (
 	ScoreStateEnergy = "state_energy"
 )
 
-// ReadingMaxSigmaZ is the only reading of the state term this runtime
-// knows: the maximum over the noise levels σ_j of the z-scores
-// (g(cond, σ_j) − mean_j)/std_j, computed inside the state graph.
-const ReadingMaxSigmaZ = "max_sigma_z"
+// Readings of the state term this runtime knows, both computed inside the
+// state graph (the runtime only compares the graph's output with a
+// threshold):
+//   - ReadingMaxSigmaZ: the maximum over the noise levels σ_j of the
+//     z-scores (g(cond, σ_j) − mean_j)/std_j;
+//   - ReadingMaxSigmaZTransition: the maximum of those and the z-score of
+//     the transition term, the newest frame of cond against its linear
+//     prediction from the earlier frames (block "transition").
+const (
+	ReadingMaxSigmaZ           = "max_sigma_z"
+	ReadingMaxSigmaZTransition = "max_sigma_z_transition"
+)
 
 // Manifest is a parsed manifest.json (docs/bundle.md). LoadBundle validates
 // every field; a Manifest obtained otherwise should be checked with Validate.
@@ -719,8 +727,8 @@ func (m *Manifest) validateStateEnergy(p *problems) {
 	if se.Output != OutputStateEnergy {
 		p.add(f+".output", "got %q, expected %q", se.Output, OutputStateEnergy)
 	}
-	if se.Reading != ReadingMaxSigmaZ {
-		p.add(f+".reading", "got %q, expected %q (the only reading this runtime knows; update energyflow)", se.Reading, ReadingMaxSigmaZ)
+	if se.Reading != ReadingMaxSigmaZ && se.Reading != ReadingMaxSigmaZTransition {
+		p.add(f+".reading", "got %q, expected %q or %q (the readings this runtime knows; update energyflow)", se.Reading, ReadingMaxSigmaZ, ReadingMaxSigmaZTransition)
 	}
 	if len(se.Sigmas) == 0 {
 		p.add(f+".sigmas", "empty, expected the noise levels the state term reads")

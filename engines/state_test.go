@@ -153,6 +153,13 @@ func TestLoadBundleRefusesStateEnergy(t *testing.T) {
 	if _, err := engines.LoadBundle(dir); err != nil {
 		t.Fatalf("closed_loop on state_energy with the block: %v", err)
 	}
+	// The reading with the transition term (computed inside the graph) loads.
+	dir = writeQuadStateBundle(t, func(m map[string]any) {
+		m["state_energy"].(map[string]any)["reading"] = engines.ReadingMaxSigmaZTransition
+	})
+	if b, err := engines.LoadBundle(dir); err != nil || b.Manifest.StateEnergy.Reading != engines.ReadingMaxSigmaZTransition {
+		t.Fatalf("reading %q: %v", engines.ReadingMaxSigmaZTransition, err)
+	}
 	// The state graph is hash-checked like every other file.
 	dir = writeQuadStateBundle(t, nil)
 	if err := os.WriteFile(filepath.Join(dir, "state_energy.onnx"), truncatedQuad(1), 0o644); err != nil {

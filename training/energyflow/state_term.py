@@ -23,6 +23,21 @@ read at several levels. The reading (measured best in the prototype)::
     z_j = (g(s, σ_j) − μ_j) / sd_j          μ_j, sd_j: over held-out demonstration steps
     state_energy = max_j z_j                 higher = more out of distribution
 
+The **transition term** (measured: a push of the arm, whose states the
+demonstrations all visit, is invisible to g — DSM's smallest noise level,
+0.05 std, is coarser than the step-to-step motion of the hand): a linear
+model of the newest frame of ``cond`` given the earlier ones (ridge
+regression on every demonstration step, bias included), read as the largest
+per-dimension residual in units of its training std::
+
+    r = x_t − (W x_<t + b),   t(s) = max_k |r_k| / sd_k
+    state_energy = max(max_j z_j, (t(s) − μ_t)/sd_t)       μ_t, sd_t: held-out steps
+
+It sees motion the robot does not make on its own (a shove, a slipping
+grasp, a frame from another time) and a value that jumps between frames
+(an object that appears). ``cond`` must hold T_o ≥ 2 frames; with one frame,
+or with ``--no-transition``, the reading is g alone.
+
 Training and calibration use **every step of every demonstration**, each
 step's history built as the runtime's episode start (the first frame
 repeated; :func:`step_conds`). A g trained on the policy's training windows
@@ -56,6 +71,8 @@ import torch.nn.functional as F
 GRAPH_FILE = "state_energy.onnx"
 INPUT, OUTPUT = "cond", "state_energy"
 READING = "max_sigma_z"
+#: the reading with the transition term (max of the σ levels' z and the transition's z)
+READING_TRANSITION = "max_sigma_z_transition"
 #: shape-computing operators a TensorRT-friendly graph must not contain
 SHAPE_OPS = frozenset({"Shape", "Where", "Equal", "Cast", "Expand", "ConstantOfShape"})
 EXPORT_TOL = 1e-5
@@ -86,6 +103,9 @@ class StateTermConfig:
     warmup_steps: int = 100
     noise_freqs: int = 8
     seed: int = 0
+    transition: bool = True        # add the transition term when cond holds T_o >= 2 frames
+    transition_ridge: float = 1e-3  # ridge on the regression (cond is standardized)
+    transition_sd_floor: float = 1e-3  # smallest residual std (a dimension constant in the demos)
 
 
 # ---------------------------------------------------------------------------
@@ -138,16 +158,62 @@ def dsm_loss(net: StateEnergyNet, s0: torch.Tensor, sigma: torch.Tensor,
 # ---------------------------------------------------------------------------
 # the reading: max over sigma of per-sigma z-scores
 # ---------------------------------------------------------------------------
+class TransitionScore(nn.Module):
+    """cond [B, T_o·F] -> t(s) [B] = max_k |(cond @ M − b)_k| / sd_k.
+
+    ``M`` [T_o·F, F] is (−W over the earlier frames; I over the newest), so
+    ``cond @ M − b`` is the newest frame minus its linear prediction. M and b
+    are stored divided by sd; the max of |r| is √ of a MaxPool over r².
+    """
+
+    def __init__(self, m: np.ndarray, b: np.ndarray, sd: np.ndarray) -> None:
+        super().__init__()
+        sd = np.asarray(sd, np.float64)
+        self.register_buffer("m", torch.as_tensor((np.asarray(m, np.float64) / sd).astype(np.float32)))
+        self.register_buffer("c", torch.as_tensor((np.asarray(b, np.float64) / sd).astype(np.float32)))
+
+    def forward(self, cond: torch.Tensor) -> torch.Tensor:
+        r = cond @ self.m - self.c
+        k = int(self.m.shape[1])
+        return torch.sqrt(F.max_pool2d((r * r).reshape(-1, 1, 1, k), kernel_size=(1, k)).reshape(-1))
+
+
+def fit_transition(cond: np.ndarray, frames: int, ridge: float = 1e-3,
+                   sd_floor: float = 1e-3) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The newest of ``frames`` time-major frames of ``cond`` regressed on the
+    earlier ones (ridge, bias): returns M [D, F], b [F] and the residual std
+    sd [F] (floored at ``sd_floor``) on these rows."""
+    cond = np.asarray(cond, np.float64)
+    n, d = cond.shape
+    if frames < 2 or d % frames:
+        raise StateTermError(f"the transition term needs cond of T_o >= 2 equal frames, got width {d} "
+                             f"and T_o = {frames}")
+    f = d // frames
+    x = np.concatenate([cond[:, :d - f], np.ones((n, 1))], axis=1)
+    y = cond[:, d - f:]
+    reg = ridge * np.eye(x.shape[1])
+    reg[-1, -1] = 0.0  # the bias is not shrunk
+    w = np.linalg.solve(x.T @ x + reg, x.T @ y)  # [d-f+1, f]
+    m = np.concatenate([-w[:-1], np.eye(f)], axis=0)
+    b = w[-1]
+    sd = np.maximum((cond @ m - b).std(0), sd_floor)
+    return m, b, sd
+
+
 class StateEnergyReading(nn.Module):
-    """cond [B, D] -> state_energy [B] = max_j (g(cond, σ_j) − μ_j)/sd_j."""
+    """cond [B, D] -> state_energy [B] = max_j (g(cond, σ_j) − μ_j)/sd_j, and
+    with a transition term max of that and (t(cond) − μ_t)/sd_t."""
 
     def __init__(self, net: StateEnergyNet, sigmas: Sequence[float], mean: Sequence[float],
-                 std: Sequence[float]) -> None:
+                 std: Sequence[float], transition: Optional[TransitionScore] = None,
+                 transition_mean: float = 0.0, transition_std: float = 1.0) -> None:
         super().__init__()
         self.net = net
         self.register_buffer("sigmas", torch.as_tensor(np.asarray(sigmas, np.float32)))
         self.register_buffer("mean", torch.as_tensor(np.asarray(mean, np.float32)))
         self.register_buffer("std", torch.as_tensor(np.asarray(std, np.float32)))
+        self.transition = transition
+        self.register_buffer("t_stats", torch.tensor([transition_mean, transition_std], dtype=torch.float32))
 
     def per_sigma(self, cond: torch.Tensor) -> torch.Tensor:
         """g(cond, σ_j) for every level: [B, J]."""
@@ -158,7 +224,10 @@ class StateEnergyReading(nn.Module):
 
     def forward(self, cond: torch.Tensor) -> torch.Tensor:
         z = self.z(cond)
-        J = int(self.sigmas.shape[0])
+        if self.transition is not None:
+            zt = (self.transition(cond) - self.t_stats[0]) / self.t_stats[1]
+            z = torch.cat([z, zt.unsqueeze(-1)], dim=-1)
+        J = int(z.shape[-1])
         # the max as a MaxPool over the J levels (ReduceMax is not in the allowed operator set)
         return F.max_pool2d(z.reshape(-1, 1, 1, J), kernel_size=(1, J)).reshape(-1)
 
@@ -173,12 +242,20 @@ def per_sigma_values(net: StateEnergyNet, cond: np.ndarray, sigmas: Sequence[flo
     return np.concatenate(out) if out else np.zeros((0, len(sigmas)))
 
 
-def fit_reading(net: StateEnergyNet, sigmas: Sequence[float], held_cond: np.ndarray) -> StateEnergyReading:
-    """The max-σ z reading with μ_j, sd_j measured on ``held_cond`` (held-out demonstration steps)."""
+def fit_reading(net: StateEnergyNet, sigmas: Sequence[float], held_cond: np.ndarray,
+                transition: Optional[TransitionScore] = None) -> StateEnergyReading:
+    """The max-σ z reading with μ_j, sd_j measured on ``held_cond`` (held-out
+    demonstration steps); with ``transition``, its μ_t, sd_t measured there too."""
     if len(held_cond) < 2:
         raise StateTermError(f"{len(held_cond)} held-out steps: need at least 2 to measure the per-sigma mean and std")
     g = per_sigma_values(net, held_cond, sigmas)
-    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6)).eval()
+    t_mean, t_std = 0.0, 1.0
+    if transition is not None:
+        with torch.no_grad():
+            t = transition(torch.from_numpy(np.asarray(held_cond, np.float32))).double().numpy()
+        t_mean, t_std = float(t.mean()), float(max(t.std(), 1e-6))
+    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6), transition,
+                              t_mean, t_std).eval()
 
 
 @torch.no_grad()
@@ -358,8 +435,9 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
                    calibration: Dict[str, Any], export_check: Dict[str, float]) -> Dict[str, Any]:
     from .bundle import f32
 
-    return {
-        "graph": GRAPH_FILE, "input": INPUT, "output": OUTPUT, "reading": READING,
+    block = {
+        "graph": GRAPH_FILE, "input": INPUT, "output": OUTPUT,
+        "reading": READING if reading.transition is None else READING_TRANSITION,
         "sigmas": f32(reading.sigmas.numpy()), "mean": f32(reading.mean.numpy()), "std": f32(reading.std.numpy()),
         "model": {"kind": "mlp", "hidden": list(cfg.hidden), "activation": "silu", "noise_freqs": cfg.noise_freqs,
                   "form": "f(c_in s, 1/4 ln sigma)/sigma + |s|^2/(2(sigma^2+1))"},
@@ -367,6 +445,12 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
         "calibration": calibration,
         "export_check": export_check,
     }
+    if reading.transition is not None:
+        block["transition"] = {
+            "form": "max_k |x_t,k - (W x_<t + b)_k| / sd_k, x_t the newest frame of cond",
+            "frames": train_rec["transition"]["frames"], "ridge": cfg.transition_ridge,
+            "sd_floor": cfg.transition_sd_floor, "mean": float(reading.t_stats[0]), "std": float(reading.t_stats[1])}
+    return block
 
 
 def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, val_fraction: float = 0.1,
@@ -385,7 +469,12 @@ def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, v
     tr, _ = step_conds(train_demos, man)
     va, _ = step_conds(held, man)
     net, rec = train_state_term(tr, cfg, va, log_every=log_every)
-    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va)
+    frames = int(man["obs_horizon"])
+    transition = None
+    if cfg.transition and frames >= 2:
+        transition = TransitionScore(*fit_transition(tr, frames, cfg.transition_ridge, cfg.transition_sd_floor))
+        rec["transition"] = {"frames": frames, "fit_samples": int(len(tr))}
+    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va, transition)
     scores = read(reading, va)
     train_rec = {"steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
                  "weight_decay": cfg.weight_decay, "val_fraction": val_fraction, "split_seed": split_seed,
@@ -446,7 +535,7 @@ def state_term_main(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     cfg = StateTermConfig(steps=args.steps, sigmas=args.sigmas, sigma_min=args.sigma_min,
                           sigma_max=args.sigma_max, seed=args.seed, hidden=tuple(args.hidden),
-                          batch_size=args.batch_size, lr=args.lr)
+                          batch_size=args.batch_size, lr=args.lr, transition=not args.no_transition)
     try:
         block = state_term_bundle(args.bundle, args.data, cfg, args.val_fraction, args.split_seed,
                                   log_every=0 if args.quiet else 1000)
@@ -458,6 +547,7 @@ def state_term_main(args) -> int:
     return 0
 
 
-__all__ = ["StateTermConfig", "StateEnergyNet", "StateEnergyReading", "StateTermError", "dsm_loss",
+__all__ = ["StateTermConfig", "StateEnergyNet", "StateEnergyReading", "StateTermError", "TransitionScore",
+           "dsm_loss", "fit_transition",
            "export_state_energy", "fit_reading", "fit_state_term", "read", "sigma_grid", "state_term_bundle",
            "step_conds", "train_state_term"]
