@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/energyflow/edge/engines"
@@ -125,8 +126,8 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	}
 	if se := m.StateEnergy; se != nil {
 		transition := ""
-		if se.Reading == engines.ReadingMaxSigmaZTransition {
-			transition = " and the transition term"
+		if len(se.Components) > 1 {
+			transition = " with " + strings.Join(se.Components[1:], ", ")
 		}
 		fmt.Fprintf(w, "ok    state term %s: reading %s over %d noise levels (σ %.3g–%.3g)%s; held-out q%s %.6g (n=%d; mean %.4g, std %.4g, max %.4g): the stop's threshold for state_energy without a closed-loop calibration of it\n",
 			se.Graph, se.Reading, len(se.Sigmas), se.Sigmas[0], se.Sigmas[len(se.Sigmas)-1], transition, engines.StateEnergyQuantile,

@@ -31,12 +31,21 @@ regression on every demonstration step, bias included), read as the largest
 per-dimension residual in units of its training std::
 
     r = x_t − (W x_<t + b),   t(s) = max_k |r_k| / sd_k
-    state_energy = max(max_j z_j, (t(s) − μ_t)/sd_t)       μ_t, sd_t: held-out steps
+    z_t = (t(s) − μ_t)/sd_t                                 μ_t, sd_t: held-out steps
 
 It sees motion the robot does not make on its own (a shove, a slipping
 grasp, a frame from another time) and a value that jumps between frames
-(an object that appears). ``cond`` must hold T_o ≥ 2 frames; with one frame,
-or with ``--no-transition``, the reading is g alone.
+(an object that appears). ``cond`` must hold T_o ≥ 2 frames (with one
+frame, or ``--no-transition``, it is left out).
+
+The **RND component** (FIPER's observation score, Römer et al. 2025, which
+separated shifted scenes better than g in ``scripts/ood_compare.py``):
+random network distillation on cond, a fixed random MLP and a predictor
+trained on every demonstration step, read as the mean squared prediction
+error and z-scored on the held-out steps like the others
+(``--no-rnd`` leaves it out). With either extra component the reading is
+``max_z`` and the block lists ``components`` (["g", "transition", "rnd"]);
+g alone is ``max_sigma_z``.
 
 Training and calibration use **every step of every demonstration**, each
 step's history built as the runtime's episode start (the first frame
@@ -71,8 +80,8 @@ import torch.nn.functional as F
 GRAPH_FILE = "state_energy.onnx"
 INPUT, OUTPUT = "cond", "state_energy"
 READING = "max_sigma_z"
-#: the reading with the transition term (max of the σ levels' z and the transition's z)
-READING_TRANSITION = "max_sigma_z_transition"
+#: the reading with extra components (the max of the σ levels' z and theirs; block "components")
+READING_MAX_Z = "max_z"
 #: shape-computing operators a TensorRT-friendly graph must not contain
 SHAPE_OPS = frozenset({"Shape", "Where", "Equal", "Cast", "Expand", "ConstantOfShape"})
 EXPORT_TOL = 1e-5
@@ -106,6 +115,7 @@ class StateTermConfig:
     transition: bool = True        # add the transition term when cond holds T_o >= 2 frames
     transition_ridge: float = 1e-3  # ridge on the regression (cond is standardized)
     transition_sd_floor: float = 1e-3  # smallest residual std (a dimension constant in the demos)
+    rnd_steps: int = 3000          # random network distillation predictor steps (0: no RND component)
 
 
 # ---------------------------------------------------------------------------
@@ -200,20 +210,89 @@ def fit_transition(cond: np.ndarray, frames: int, ridge: float = 1e-3,
     return m, b, sd
 
 
+def _mlp(d_in: int, widths: Sequence[int]) -> nn.Sequential:
+    layers: List[nn.Module] = []
+    d = d_in
+    for w in widths[:-1]:
+        layers += [nn.Linear(d, w), nn.SiLU()]
+        d = w
+    layers.append(nn.Linear(d, widths[-1]))
+    return nn.Sequential(*layers)
+
+
+class RNDScore(nn.Module):
+    """Random network distillation on cond (the observation score of FIPER,
+    Römer et al. 2025): a fixed random MLP ``target`` and a ``predictor``
+    trained to match it on the demonstrations; cond [B, D] -> ‖predictor −
+    target‖² / K [B], small where the predictor has seen data."""
+
+    TARGET, PREDICTOR = (256, 256, 128), (256, 256, 256, 128)
+
+    def __init__(self, cond_dim: int) -> None:
+        super().__init__()
+        self.target = _mlp(cond_dim, self.TARGET)
+        self.predictor = _mlp(cond_dim, self.PREDICTOR)
+        for q in self.target.parameters():
+            q.requires_grad_(False)
+
+    def forward(self, cond: torch.Tensor) -> torch.Tensor:
+        d = self.predictor(cond) - self.target(cond)
+        return (d * d).mean(-1)
+
+
+def train_rnd(cond: np.ndarray, steps: int = 3000, seed: int = 0, batch_size: int = 256,
+              lr: float = 1e-3) -> Tuple[RNDScore, Dict[str, Any]]:
+    """Fit the RND predictor on every row of ``cond`` (AdamW, cosine decay)."""
+    torch.manual_seed(seed)
+    x = torch.from_numpy(np.asarray(cond, np.float32))
+    if len(x) == 0:
+        raise StateTermError("no training steps for RND")
+    m = RNDScore(x.shape[1])
+    opt = torch.optim.AdamW(m.predictor.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, steps))
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    recent: List[float] = []
+    for _ in range(steps):
+        loss = m(x[torch.randint(0, len(x), (batch_size,), generator=gen)]).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        recent = (recent + [loss.item()])[-100:]
+    m.eval()
+    return m, {"steps": steps, "seed": seed, "batch_size": batch_size, "lr": lr,
+               "loss": float(np.mean(recent)) if recent else None, "seconds": round(time.time() - t0, 1)}
+
+
+#: components of the reading besides g, in the order the graph concatenates them
+EXTRA_COMPONENTS = ("transition", "rnd")
+
+
 class StateEnergyReading(nn.Module):
-    """cond [B, D] -> state_energy [B] = max_j (g(cond, σ_j) − μ_j)/sd_j, and
-    with a transition term max of that and (t(cond) − μ_t)/sd_t."""
+    """cond [B, D] -> state_energy [B]: the max of the z-scores
+    (g(cond, σ_j) − μ_j)/sd_j over the noise levels and, for each extra
+    component c (``transition``, ``rnd``), (c(cond) − μ_c)/sd_c."""
 
     def __init__(self, net: StateEnergyNet, sigmas: Sequence[float], mean: Sequence[float],
-                 std: Sequence[float], transition: Optional[TransitionScore] = None,
-                 transition_mean: float = 0.0, transition_std: float = 1.0) -> None:
+                 std: Sequence[float], extras: Optional[Dict[str, nn.Module]] = None,
+                 extra_stats: Optional[Dict[str, Tuple[float, float]]] = None) -> None:
         super().__init__()
         self.net = net
         self.register_buffer("sigmas", torch.as_tensor(np.asarray(sigmas, np.float32)))
         self.register_buffer("mean", torch.as_tensor(np.asarray(mean, np.float32)))
         self.register_buffer("std", torch.as_tensor(np.asarray(std, np.float32)))
-        self.transition = transition
-        self.register_buffer("t_stats", torch.tensor([transition_mean, transition_std], dtype=torch.float32))
+        extras = extras or {}
+        unknown = sorted(set(extras) - set(EXTRA_COMPONENTS))
+        if unknown:
+            raise StateTermError(f"unknown components {unknown}: want some of {', '.join(EXTRA_COMPONENTS)}")
+        self.extras = nn.ModuleDict({k: extras[k] for k in EXTRA_COMPONENTS if k in extras})
+        stats = [(extra_stats or {}).get(k, (0.0, 1.0)) for k in self.extras]
+        self.register_buffer("extra_stats", torch.tensor(stats, dtype=torch.float32).reshape(-1, 2))
+
+    @property
+    def components(self) -> List[str]:
+        return ["g", *self.extras.keys()]
 
     def per_sigma(self, cond: torch.Tensor) -> torch.Tensor:
         """g(cond, σ_j) for every level: [B, J]."""
@@ -222,11 +301,15 @@ class StateEnergyReading(nn.Module):
     def z(self, cond: torch.Tensor) -> torch.Tensor:
         return (self.per_sigma(cond) - self.mean) / self.std
 
+    def extra_z(self, cond: torch.Tensor) -> torch.Tensor:
+        """The extra components' z-scores, [B, len(extras)]."""
+        zs = [(m(cond) - self.extra_stats[i, 0]) / self.extra_stats[i, 1] for i, m in enumerate(self.extras.values())]
+        return torch.stack(zs, dim=-1) if zs else cond.new_zeros((cond.shape[0], 0))
+
     def forward(self, cond: torch.Tensor) -> torch.Tensor:
         z = self.z(cond)
-        if self.transition is not None:
-            zt = (self.transition(cond) - self.t_stats[0]) / self.t_stats[1]
-            z = torch.cat([z, zt.unsqueeze(-1)], dim=-1)
+        if len(self.extras):
+            z = torch.cat([z, self.extra_z(cond)], dim=-1)
         J = int(z.shape[-1])
         # the max as a MaxPool over the J levels (ReduceMax is not in the allowed operator set)
         return F.max_pool2d(z.reshape(-1, 1, 1, J), kernel_size=(1, J)).reshape(-1)
@@ -243,19 +326,19 @@ def per_sigma_values(net: StateEnergyNet, cond: np.ndarray, sigmas: Sequence[flo
 
 
 def fit_reading(net: StateEnergyNet, sigmas: Sequence[float], held_cond: np.ndarray,
-                transition: Optional[TransitionScore] = None) -> StateEnergyReading:
-    """The max-σ z reading with μ_j, sd_j measured on ``held_cond`` (held-out
-    demonstration steps); with ``transition``, its μ_t, sd_t measured there too."""
+                extras: Optional[Dict[str, nn.Module]] = None) -> StateEnergyReading:
+    """The max-z reading with μ_j, sd_j measured on ``held_cond`` (held-out
+    demonstration steps), and each extra component's μ_c, sd_c measured there too."""
     if len(held_cond) < 2:
         raise StateTermError(f"{len(held_cond)} held-out steps: need at least 2 to measure the per-sigma mean and std")
     g = per_sigma_values(net, held_cond, sigmas)
-    t_mean, t_std = 0.0, 1.0
-    if transition is not None:
+    stats: Dict[str, Tuple[float, float]] = {}
+    x = torch.from_numpy(np.asarray(held_cond, np.float32))
+    for k, m in (extras or {}).items():
         with torch.no_grad():
-            t = transition(torch.from_numpy(np.asarray(held_cond, np.float32))).double().numpy()
-        t_mean, t_std = float(t.mean()), float(max(t.std(), 1e-6))
-    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6), transition,
-                              t_mean, t_std).eval()
+            v = m(x).double().numpy()
+        stats[k] = (float(v.mean()), float(max(v.std(), 1e-12)))
+    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6), extras, stats).eval()
 
 
 @torch.no_grad()
@@ -437,7 +520,7 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
 
     block = {
         "graph": GRAPH_FILE, "input": INPUT, "output": OUTPUT,
-        "reading": READING if reading.transition is None else READING_TRANSITION,
+        "reading": READING_MAX_Z if len(reading.extras) else READING,
         "sigmas": f32(reading.sigmas.numpy()), "mean": f32(reading.mean.numpy()), "std": f32(reading.std.numpy()),
         "model": {"kind": "mlp", "hidden": list(cfg.hidden), "activation": "silu", "noise_freqs": cfg.noise_freqs,
                   "form": "f(c_in s, 1/4 ln sigma)/sigma + |s|^2/(2(sigma^2+1))"},
@@ -445,11 +528,19 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
         "calibration": calibration,
         "export_check": export_check,
     }
-    if reading.transition is not None:
+    if len(reading.extras):
+        block["components"] = reading.components
+    stats = {k: reading.extra_stats[i].tolist() for i, k in enumerate(reading.extras)}
+    if "transition" in stats:
         block["transition"] = {
             "form": "max_k |x_t,k - (W x_<t + b)_k| / sd_k, x_t the newest frame of cond",
             "frames": train_rec["transition"]["frames"], "ridge": cfg.transition_ridge,
-            "sd_floor": cfg.transition_sd_floor, "mean": float(reading.t_stats[0]), "std": float(reading.t_stats[1])}
+            "sd_floor": cfg.transition_sd_floor, "mean": stats["transition"][0], "std": stats["transition"][1]}
+    if "rnd" in stats:
+        block["rnd"] = {"form": "|predictor(cond) - target(cond)|^2 / K, target a fixed random MLP",
+                        "target": list(RNDScore.TARGET), "predictor": list(RNDScore.PREDICTOR),
+                        "activation": "silu", **train_rec["rnd"],
+                        "mean": stats["rnd"][0], "std": stats["rnd"][1]}
     return block
 
 
@@ -470,11 +561,14 @@ def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, v
     va, _ = step_conds(held, man)
     net, rec = train_state_term(tr, cfg, va, log_every=log_every)
     frames = int(man["obs_horizon"])
-    transition = None
+    extras: Dict[str, nn.Module] = {}
     if cfg.transition and frames >= 2:
-        transition = TransitionScore(*fit_transition(tr, frames, cfg.transition_ridge, cfg.transition_sd_floor))
+        extras["transition"] = TransitionScore(*fit_transition(tr, frames, cfg.transition_ridge,
+                                                               cfg.transition_sd_floor))
         rec["transition"] = {"frames": frames, "fit_samples": int(len(tr))}
-    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va, transition)
+    if cfg.rnd_steps > 0:
+        extras["rnd"], rec["rnd"] = train_rnd(tr, cfg.rnd_steps, cfg.seed)
+    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va, extras)
     scores = read(reading, va)
     train_rec = {"steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
                  "weight_decay": cfg.weight_decay, "val_fraction": val_fraction, "split_seed": split_seed,
@@ -535,7 +629,8 @@ def state_term_main(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     cfg = StateTermConfig(steps=args.steps, sigmas=args.sigmas, sigma_min=args.sigma_min,
                           sigma_max=args.sigma_max, seed=args.seed, hidden=tuple(args.hidden),
-                          batch_size=args.batch_size, lr=args.lr, transition=not args.no_transition)
+                          batch_size=args.batch_size, lr=args.lr, transition=not args.no_transition,
+                          rnd_steps=0 if args.no_rnd else args.rnd_steps)
     try:
         block = state_term_bundle(args.bundle, args.data, cfg, args.val_fraction, args.split_seed,
                                   log_every=0 if args.quiet else 1000)
@@ -547,7 +642,8 @@ def state_term_main(args) -> int:
     return 0
 
 
-__all__ = ["StateTermConfig", "StateEnergyNet", "StateEnergyReading", "StateTermError", "TransitionScore",
+__all__ = ["EXTRA_COMPONENTS", "RNDScore", "StateTermConfig", "StateEnergyNet", "StateEnergyReading",
+           "StateTermError", "TransitionScore", "train_rnd",
            "dsm_loss", "fit_transition",
            "export_state_energy", "fit_reading", "fit_state_term", "read", "sigma_grid", "state_term_bundle",
            "step_conds", "train_state_term"]

@@ -35,8 +35,8 @@ demos (the toolkit's by-demo split, --val-fraction/--split-seed):
     compares OOD detectors of the state, not FIPER's failure predictor.
 (d) ``transition``: the state term's transition part alone (the newest
     frame of cond against its linear prediction from the earlier frames,
-    ``state_term.fit_transition``), fitted here. When the bundle's reading is
-    ``max_sigma_z_transition``, (a) already holds it (named state_energy).
+    ``state_term.fit_transition``), fitted here. When the bundle's state
+    term lists components, (a) holds them too (named state_energy g+...).
 
 Reported: per-step AUROC of level S/M/L steps vs level-0 steps with a 95 %
 interval (bootstrap over episodes), episode AUROC (each episode's max over
@@ -64,7 +64,6 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 from scipy.stats import rankdata  # noqa: E402
 
 LEVELS = ("0", "S", "M", "L")
@@ -149,46 +148,21 @@ class Transition:
         return self.m(torch.from_numpy(np.asarray(cond, np.float32))).double().numpy()
 
 
-def _mlp(d_in: int, widths) -> nn.Sequential:
-    layers, d = [], d_in
-    for w in widths[:-1]:
-        layers += [nn.Linear(d, w), nn.SiLU()]
-        d = w
-    layers.append(nn.Linear(d, widths[-1]))
-    return nn.Sequential(*layers)
-
-
 class RND:
-    """(c) random network distillation: |predictor(x) - target(x)|^2 / K, the target fixed at random init."""
+    """(c) random network distillation: |predictor(x) - target(x)|^2 / K, the target fixed at random init
+    (``state_term.train_rnd``, the state term's RND component)."""
 
     name = "RND"
 
-    def __init__(self, x: np.ndarray, steps: int, seed: int, batch: int = 256, lr: float = 1e-3) -> None:
-        torch.manual_seed(seed)
-        d = x.shape[1]
-        self.target = _mlp(d, (256, 256, 128)).eval()
-        for p in self.target.parameters():
-            p.requires_grad_(False)
-        self.pred = _mlp(d, (256, 256, 256, 128))
-        opt = torch.optim.AdamW(self.pred.parameters(), lr=lr, weight_decay=1e-4)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-        xt = torch.from_numpy(np.asarray(x, np.float32))
-        gen = torch.Generator().manual_seed(seed)
-        t0 = time.time()
-        for _ in range(steps):
-            b = xt[torch.randint(0, len(xt), (batch,), generator=gen)]
-            loss = ((self.pred(b) - self.target(b)) ** 2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-        self.pred.eval()
-        self.seconds = time.time() - t0
+    def __init__(self, x: np.ndarray, steps: int, seed: int) -> None:
+        from energyflow import state_term as st
+
+        self.m, rec = st.train_rnd(x, steps, seed)
+        self.seconds = rec["seconds"]
 
     @torch.no_grad()
     def __call__(self, cond: np.ndarray) -> np.ndarray:
-        c = torch.from_numpy(np.asarray(cond, np.float32))
-        return ((self.pred(c) - self.target(c)) ** 2).mean(-1).double().numpy()
+        return self.m(torch.from_numpy(np.asarray(cond, np.float32))).double().numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -267,12 +241,12 @@ def main(argv=None) -> int:
         st.export_state_energy(reading, g_path)
         g_note = f"trained here, {cfg.steps} steps in {rec['seconds']:.0f} s"
     scores = {"g": StateEnergyScore(g_path), "mahalanobis": Mahalanobis(tr, a.ridge)}
-    reading = block["reading"] if block else st.READING_TRANSITION
+    parts = block.get("components", ["g"]) if block else ["g"]
     if int(man["obs_horizon"]) >= 2:  # the transition term alone, fitted here as state-term fits it
         scores["transition"] = Transition(tr, int(man["obs_horizon"]))
     rnd = RND(tr, a.rnd_steps, a.train_seed)
     scores["rnd"] = rnd
-    names = {"g": "state_energy" if reading == st.READING_TRANSITION else "g max-sigma z",
+    names = {"g": "state_energy " + "+".join(parts) if len(parts) > 1 else "g max-sigma z",
              "mahalanobis": "Mahalanobis", "transition": "transition alone", "rnd": "RND (FIPER-style)"}
     thr = {k: float(np.quantile(f(va), 0.999)) for k, f in scores.items()}
     fit_s = time.time() - t0
