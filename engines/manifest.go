@@ -69,10 +69,29 @@ const (
 	ScoreStateEnergy = "state_energy"
 )
 
-// ReadingMaxSigmaZ is the only reading of the state term this runtime
-// knows: the maximum over the noise levels σ_j of the z-scores
-// (g(cond, σ_j) − mean_j)/std_j, computed inside the state graph.
-const ReadingMaxSigmaZ = "max_sigma_z"
+// Readings of the state term this runtime knows, both computed inside the
+// state graph (the runtime only compares the graph's output with a
+// threshold):
+//   - ReadingMaxSigmaZ: the maximum over the noise levels σ_j of the
+//     z-scores (g(cond, σ_j) − mean_j)/std_j;
+//   - ReadingMaxZ: the maximum of those and the z-scores of the extra
+//     components the block lists in "components" (StateComponents).
+const (
+	ReadingMaxSigmaZ = "max_sigma_z"
+	ReadingMaxZ      = "max_z"
+)
+
+// isStateComponent reports whether c is a part a ReadingMaxZ state term may
+// combine: "g" (the DSM network), "transition" (the newest frame of cond
+// against its linear prediction from the earlier frames) or "rnd" (random
+// network distillation on cond).
+func isStateComponent(c string) bool {
+	switch c {
+	case "g", "transition", "rnd":
+		return true
+	}
+	return false
+}
 
 // Manifest is a parsed manifest.json (docs/bundle.md). LoadBundle validates
 // every field; a Manifest obtained otherwise should be checked with Validate.
@@ -113,7 +132,10 @@ type StateEnergySpec struct {
 	Graph   string `json:"graph"`   // bundle-relative file, listed in "files"
 	Input   string `json:"input"`   // InputCond
 	Output  string `json:"output"`  // OutputStateEnergy
-	Reading string `json:"reading"` // ReadingMaxSigmaZ
+	Reading string `json:"reading"` // ReadingMaxSigmaZ or ReadingMaxZ
+	// Components lists what a ReadingMaxZ graph takes the maximum over
+	// ("g" first, then "transition" and/or "rnd"); empty for ReadingMaxSigmaZ.
+	Components []string `json:"components,omitempty"`
 	// Sigmas, Mean and Std are the noise levels σ_j and the per-σ held-out
 	// mean and std of g the graph holds as constants (same length).
 	Sigmas []float64 `json:"sigmas"`
@@ -719,8 +741,25 @@ func (m *Manifest) validateStateEnergy(p *problems) {
 	if se.Output != OutputStateEnergy {
 		p.add(f+".output", "got %q, expected %q", se.Output, OutputStateEnergy)
 	}
-	if se.Reading != ReadingMaxSigmaZ {
-		p.add(f+".reading", "got %q, expected %q (the only reading this runtime knows; update energyflow)", se.Reading, ReadingMaxSigmaZ)
+	switch se.Reading {
+	case ReadingMaxSigmaZ:
+		if len(se.Components) > 0 {
+			p.add(f+".components", "got %q, expected none with reading %q", se.Components, ReadingMaxSigmaZ)
+		}
+	case ReadingMaxZ:
+		if len(se.Components) == 0 || se.Components[0] != "g" {
+			p.add(f+".components", "got %q, expected \"g\" first, then transition and/or rnd (reading %q)", se.Components, ReadingMaxZ)
+		}
+		seen := map[string]bool{}
+		for _, c := range se.Components {
+			if !isStateComponent(c) || seen[c] {
+				p.add(f+".components", "got %q, expected distinct names from g, transition, rnd", se.Components)
+				break
+			}
+			seen[c] = true
+		}
+	default:
+		p.add(f+".reading", "got %q, expected %q or %q (the readings this runtime knows; update energyflow)", se.Reading, ReadingMaxSigmaZ, ReadingMaxZ)
 	}
 	if len(se.Sigmas) == 0 {
 		p.add(f+".sigmas", "empty, expected the noise levels the state term reads")

@@ -104,7 +104,14 @@ func TestLoadBundleRefusesStateEnergy(t *testing.T) {
 		mutate func(map[string]any)
 		want   []string
 	}{
-		{"reading", block(func(se map[string]any) { se["reading"] = "min_sigma" }), []string{`"state_energy.reading"`, `got "min_sigma", expected "max_sigma_z"`}},
+		{"reading", block(func(se map[string]any) { se["reading"] = "min_sigma" }), []string{`"state_energy.reading"`, `got "min_sigma", expected "max_sigma_z" or "max_z"`}},
+		{"components without max_z", block(func(se map[string]any) { se["components"] = []any{"g", "rnd"} }),
+			[]string{`"state_energy.components"`, `expected none with reading "max_sigma_z"`}},
+		{"max_z without components", block(func(se map[string]any) { se["reading"] = "max_z" }),
+			[]string{`"state_energy.components"`, `expected "g" first`}},
+		{"max_z unknown component", block(func(se map[string]any) {
+			se["reading"], se["components"] = "max_z", []any{"g", "knn"}
+		}), []string{`"state_energy.components"`, `expected distinct names from g, transition, rnd`}},
 		{"graph not in files", func(m map[string]any) { delete(m["files"].(map[string]any), "state_energy.onnx") },
 			[]string{`"state_energy.graph"`, `"state_energy.onnx" is not listed in "files"`}},
 		{"graph empty", block(func(se map[string]any) { se["graph"] = "" }), []string{`"state_energy.graph"`, "empty"}},
@@ -152,6 +159,15 @@ func TestLoadBundleRefusesStateEnergy(t *testing.T) {
 	})
 	if _, err := engines.LoadBundle(dir); err != nil {
 		t.Fatalf("closed_loop on state_energy with the block: %v", err)
+	}
+	// The max_z reading with its components (computed inside the graph) loads.
+	dir = writeQuadStateBundle(t, func(m map[string]any) {
+		se := m["state_energy"].(map[string]any)
+		se["reading"], se["components"] = engines.ReadingMaxZ, []any{"g", "transition", "rnd"}
+	})
+	if b, err := engines.LoadBundle(dir); err != nil || b.Manifest.StateEnergy.Reading != engines.ReadingMaxZ ||
+		len(b.Manifest.StateEnergy.Components) != 3 {
+		t.Fatalf("reading %q: %v", engines.ReadingMaxZ, err)
 	}
 	// The state graph is hash-checked like every other file.
 	dir = writeQuadStateBundle(t, nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/energyflow/edge/engines"
@@ -124,8 +125,12 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(w, "note  calibration: none (run `python -m energyflow calibrate`; the runtime then needs a configured threshold)")
 	}
 	if se := m.StateEnergy; se != nil {
-		fmt.Fprintf(w, "ok    state term %s: reading %s over %d noise levels (σ %.3g–%.3g); held-out q%s %.6g (n=%d; mean %.4g, std %.4g, max %.4g): the stop's threshold for state_energy without a closed-loop calibration of it\n",
-			se.Graph, se.Reading, len(se.Sigmas), se.Sigmas[0], se.Sigmas[len(se.Sigmas)-1], engines.StateEnergyQuantile,
+		transition := ""
+		if len(se.Components) > 1 {
+			transition = " with " + strings.Join(se.Components[1:], ", ")
+		}
+		fmt.Fprintf(w, "ok    state term %s: reading %s over %d noise levels (σ %.3g–%.3g)%s; held-out q%s %.6g (n=%d; mean %.4g, std %.4g, max %.4g): the stop's threshold for state_energy without a closed-loop calibration of it\n",
+			se.Graph, se.Reading, len(se.Sigmas), se.Sigmas[0], se.Sigmas[len(se.Sigmas)-1], transition, engines.StateEnergyQuantile,
 			se.Calibration.Quantiles[engines.StateEnergyQuantile], se.Calibration.N, se.Calibration.Mean, se.Calibration.Std, se.Calibration.Max)
 	}
 

@@ -374,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--split-seed", type=int, default=0, help="split seed (train --seed)")
     se.add_argument("--seed", type=int, default=0, help="initialization and noise seed")
     se.add_argument("--threads", type=int, default=1, help="torch CPU threads (1)")
+    se.add_argument("--no-transition", action="store_true",
+                    help="g alone: no transition term (the newest frame of cond against its linear "
+                         "prediction from the earlier ones; needs T_o >= 2)")
+    se.add_argument("--rnd-steps", type=int, default=3000,
+                    help="training steps of the random network distillation component (3000)")
+    se.add_argument("--no-rnd", action="store_true", help="no random network distillation component")
     se.add_argument("--quiet", action="store_true", help="no progress lines")
     se.set_defaults(func=cmd_state_term)
 

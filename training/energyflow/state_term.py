@@ -23,6 +23,30 @@ read at several levels. The reading (measured best in the prototype)::
     z_j = (g(s, σ_j) − μ_j) / sd_j          μ_j, sd_j: over held-out demonstration steps
     state_energy = max_j z_j                 higher = more out of distribution
 
+The **transition term** (measured: a push of the arm, whose states the
+demonstrations all visit, is invisible to g — DSM's smallest noise level,
+0.05 std, is coarser than the step-to-step motion of the hand): a linear
+model of the newest frame of ``cond`` given the earlier ones (ridge
+regression on every demonstration step, bias included), read as the largest
+per-dimension residual in units of its training std::
+
+    r = x_t − (W x_<t + b),   t(s) = max_k |r_k| / sd_k
+    z_t = (t(s) − μ_t)/sd_t                                 μ_t, sd_t: held-out steps
+
+It sees motion the robot does not make on its own (a shove, a slipping
+grasp, a frame from another time) and a value that jumps between frames
+(an object that appears). ``cond`` must hold T_o ≥ 2 frames (with one
+frame, or ``--no-transition``, it is left out).
+
+The **RND component** (FIPER's observation score, Römer et al. 2025, which
+separated shifted scenes better than g in ``scripts/ood_compare.py``):
+random network distillation on cond, a fixed random MLP and a predictor
+trained on every demonstration step, read as the mean squared prediction
+error and z-scored on the held-out steps like the others
+(``--no-rnd`` leaves it out). With either extra component the reading is
+``max_z`` and the block lists ``components`` (["g", "transition", "rnd"]);
+g alone is ``max_sigma_z``.
+
 Training and calibration use **every step of every demonstration**, each
 step's history built as the runtime's episode start (the first frame
 repeated; :func:`step_conds`). A g trained on the policy's training windows
@@ -56,6 +80,8 @@ import torch.nn.functional as F
 GRAPH_FILE = "state_energy.onnx"
 INPUT, OUTPUT = "cond", "state_energy"
 READING = "max_sigma_z"
+#: the reading with extra components (the max of the σ levels' z and theirs; block "components")
+READING_MAX_Z = "max_z"
 #: shape-computing operators a TensorRT-friendly graph must not contain
 SHAPE_OPS = frozenset({"Shape", "Where", "Equal", "Cast", "Expand", "ConstantOfShape"})
 EXPORT_TOL = 1e-5
@@ -86,6 +112,10 @@ class StateTermConfig:
     warmup_steps: int = 100
     noise_freqs: int = 8
     seed: int = 0
+    transition: bool = True        # add the transition term when cond holds T_o >= 2 frames
+    transition_ridge: float = 1e-3  # ridge on the regression (cond is standardized)
+    transition_sd_floor: float = 1e-3  # smallest residual std (a dimension constant in the demos)
+    rnd_steps: int = 3000          # random network distillation predictor steps (0: no RND component)
 
 
 # ---------------------------------------------------------------------------
@@ -138,16 +168,131 @@ def dsm_loss(net: StateEnergyNet, s0: torch.Tensor, sigma: torch.Tensor,
 # ---------------------------------------------------------------------------
 # the reading: max over sigma of per-sigma z-scores
 # ---------------------------------------------------------------------------
+class TransitionScore(nn.Module):
+    """cond [B, T_o·F] -> t(s) [B] = max_k |(cond @ M − b)_k| / sd_k.
+
+    ``M`` [T_o·F, F] is (−W over the earlier frames; I over the newest), so
+    ``cond @ M − b`` is the newest frame minus its linear prediction. M and b
+    are stored divided by sd; the max of |r| is √ of a MaxPool over r².
+    """
+
+    def __init__(self, m: np.ndarray, b: np.ndarray, sd: np.ndarray) -> None:
+        super().__init__()
+        sd = np.asarray(sd, np.float64)
+        self.register_buffer("m", torch.as_tensor((np.asarray(m, np.float64) / sd).astype(np.float32)))
+        self.register_buffer("c", torch.as_tensor((np.asarray(b, np.float64) / sd).astype(np.float32)))
+
+    def forward(self, cond: torch.Tensor) -> torch.Tensor:
+        r = cond @ self.m - self.c
+        k = int(self.m.shape[1])
+        return torch.sqrt(F.max_pool2d((r * r).reshape(-1, 1, 1, k), kernel_size=(1, k)).reshape(-1))
+
+
+def fit_transition(cond: np.ndarray, frames: int, ridge: float = 1e-3,
+                   sd_floor: float = 1e-3) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The newest of ``frames`` time-major frames of ``cond`` regressed on the
+    earlier ones (ridge, bias): returns M [D, F], b [F] and the residual std
+    sd [F] (floored at ``sd_floor``) on these rows."""
+    cond = np.asarray(cond, np.float64)
+    n, d = cond.shape
+    if frames < 2 or d % frames:
+        raise StateTermError(f"the transition term needs cond of T_o >= 2 equal frames, got width {d} "
+                             f"and T_o = {frames}")
+    f = d // frames
+    x = np.concatenate([cond[:, :d - f], np.ones((n, 1))], axis=1)
+    y = cond[:, d - f:]
+    reg = ridge * np.eye(x.shape[1])
+    reg[-1, -1] = 0.0  # the bias is not shrunk
+    w = np.linalg.solve(x.T @ x + reg, x.T @ y)  # [d-f+1, f]
+    m = np.concatenate([-w[:-1], np.eye(f)], axis=0)
+    b = w[-1]
+    sd = np.maximum((cond @ m - b).std(0), sd_floor)
+    return m, b, sd
+
+
+def _mlp(d_in: int, widths: Sequence[int]) -> nn.Sequential:
+    layers: List[nn.Module] = []
+    d = d_in
+    for w in widths[:-1]:
+        layers += [nn.Linear(d, w), nn.SiLU()]
+        d = w
+    layers.append(nn.Linear(d, widths[-1]))
+    return nn.Sequential(*layers)
+
+
+class RNDScore(nn.Module):
+    """Random network distillation on cond (the observation score of FIPER,
+    Römer et al. 2025): a fixed random MLP ``target`` and a ``predictor``
+    trained to match it on the demonstrations; cond [B, D] -> ‖predictor −
+    target‖² / K [B], small where the predictor has seen data."""
+
+    TARGET, PREDICTOR = (256, 256, 128), (256, 256, 256, 128)
+
+    def __init__(self, cond_dim: int) -> None:
+        super().__init__()
+        self.target = _mlp(cond_dim, self.TARGET)
+        self.predictor = _mlp(cond_dim, self.PREDICTOR)
+        for q in self.target.parameters():
+            q.requires_grad_(False)
+
+    def forward(self, cond: torch.Tensor) -> torch.Tensor:
+        d = self.predictor(cond) - self.target(cond)
+        return (d * d).mean(-1)
+
+
+def train_rnd(cond: np.ndarray, steps: int = 3000, seed: int = 0, batch_size: int = 256,
+              lr: float = 1e-3) -> Tuple[RNDScore, Dict[str, Any]]:
+    """Fit the RND predictor on every row of ``cond`` (AdamW, cosine decay)."""
+    torch.manual_seed(seed)
+    x = torch.from_numpy(np.asarray(cond, np.float32))
+    if len(x) == 0:
+        raise StateTermError("no training steps for RND")
+    m = RNDScore(x.shape[1])
+    opt = torch.optim.AdamW(m.predictor.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, steps))
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    recent: List[float] = []
+    for _ in range(steps):
+        loss = m(x[torch.randint(0, len(x), (batch_size,), generator=gen)]).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        recent = (recent + [loss.item()])[-100:]
+    m.eval()
+    return m, {"steps": steps, "seed": seed, "batch_size": batch_size, "lr": lr,
+               "loss": float(np.mean(recent)) if recent else None, "seconds": round(time.time() - t0, 1)}
+
+
+#: components of the reading besides g, in the order the graph concatenates them
+EXTRA_COMPONENTS = ("transition", "rnd")
+
+
 class StateEnergyReading(nn.Module):
-    """cond [B, D] -> state_energy [B] = max_j (g(cond, σ_j) − μ_j)/sd_j."""
+    """cond [B, D] -> state_energy [B]: the max of the z-scores
+    (g(cond, σ_j) − μ_j)/sd_j over the noise levels and, for each extra
+    component c (``transition``, ``rnd``), (c(cond) − μ_c)/sd_c."""
 
     def __init__(self, net: StateEnergyNet, sigmas: Sequence[float], mean: Sequence[float],
-                 std: Sequence[float]) -> None:
+                 std: Sequence[float], extras: Optional[Dict[str, nn.Module]] = None,
+                 extra_stats: Optional[Dict[str, Tuple[float, float]]] = None) -> None:
         super().__init__()
         self.net = net
         self.register_buffer("sigmas", torch.as_tensor(np.asarray(sigmas, np.float32)))
         self.register_buffer("mean", torch.as_tensor(np.asarray(mean, np.float32)))
         self.register_buffer("std", torch.as_tensor(np.asarray(std, np.float32)))
+        extras = extras or {}
+        unknown = sorted(set(extras) - set(EXTRA_COMPONENTS))
+        if unknown:
+            raise StateTermError(f"unknown components {unknown}: want some of {', '.join(EXTRA_COMPONENTS)}")
+        self.extras = nn.ModuleDict({k: extras[k] for k in EXTRA_COMPONENTS if k in extras})
+        stats = [(extra_stats or {}).get(k, (0.0, 1.0)) for k in self.extras]
+        self.register_buffer("extra_stats", torch.tensor(stats, dtype=torch.float32).reshape(-1, 2))
+
+    @property
+    def components(self) -> List[str]:
+        return ["g", *self.extras.keys()]
 
     def per_sigma(self, cond: torch.Tensor) -> torch.Tensor:
         """g(cond, σ_j) for every level: [B, J]."""
@@ -156,9 +301,16 @@ class StateEnergyReading(nn.Module):
     def z(self, cond: torch.Tensor) -> torch.Tensor:
         return (self.per_sigma(cond) - self.mean) / self.std
 
+    def extra_z(self, cond: torch.Tensor) -> torch.Tensor:
+        """The extra components' z-scores, [B, len(extras)]."""
+        zs = [(m(cond) - self.extra_stats[i, 0]) / self.extra_stats[i, 1] for i, m in enumerate(self.extras.values())]
+        return torch.stack(zs, dim=-1) if zs else cond.new_zeros((cond.shape[0], 0))
+
     def forward(self, cond: torch.Tensor) -> torch.Tensor:
         z = self.z(cond)
-        J = int(self.sigmas.shape[0])
+        if len(self.extras):
+            z = torch.cat([z, self.extra_z(cond)], dim=-1)
+        J = int(z.shape[-1])
         # the max as a MaxPool over the J levels (ReduceMax is not in the allowed operator set)
         return F.max_pool2d(z.reshape(-1, 1, 1, J), kernel_size=(1, J)).reshape(-1)
 
@@ -173,12 +325,20 @@ def per_sigma_values(net: StateEnergyNet, cond: np.ndarray, sigmas: Sequence[flo
     return np.concatenate(out) if out else np.zeros((0, len(sigmas)))
 
 
-def fit_reading(net: StateEnergyNet, sigmas: Sequence[float], held_cond: np.ndarray) -> StateEnergyReading:
-    """The max-σ z reading with μ_j, sd_j measured on ``held_cond`` (held-out demonstration steps)."""
+def fit_reading(net: StateEnergyNet, sigmas: Sequence[float], held_cond: np.ndarray,
+                extras: Optional[Dict[str, nn.Module]] = None) -> StateEnergyReading:
+    """The max-z reading with μ_j, sd_j measured on ``held_cond`` (held-out
+    demonstration steps), and each extra component's μ_c, sd_c measured there too."""
     if len(held_cond) < 2:
         raise StateTermError(f"{len(held_cond)} held-out steps: need at least 2 to measure the per-sigma mean and std")
     g = per_sigma_values(net, held_cond, sigmas)
-    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6)).eval()
+    stats: Dict[str, Tuple[float, float]] = {}
+    x = torch.from_numpy(np.asarray(held_cond, np.float32))
+    for k, m in (extras or {}).items():
+        with torch.no_grad():
+            v = m(x).double().numpy()
+        stats[k] = (float(v.mean()), float(max(v.std(), 1e-12)))
+    return StateEnergyReading(net, sigmas, g.mean(0), np.maximum(g.std(0), 1e-6), extras, stats).eval()
 
 
 @torch.no_grad()
@@ -358,8 +518,9 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
                    calibration: Dict[str, Any], export_check: Dict[str, float]) -> Dict[str, Any]:
     from .bundle import f32
 
-    return {
-        "graph": GRAPH_FILE, "input": INPUT, "output": OUTPUT, "reading": READING,
+    block = {
+        "graph": GRAPH_FILE, "input": INPUT, "output": OUTPUT,
+        "reading": READING_MAX_Z if len(reading.extras) else READING,
         "sigmas": f32(reading.sigmas.numpy()), "mean": f32(reading.mean.numpy()), "std": f32(reading.std.numpy()),
         "model": {"kind": "mlp", "hidden": list(cfg.hidden), "activation": "silu", "noise_freqs": cfg.noise_freqs,
                   "form": "f(c_in s, 1/4 ln sigma)/sigma + |s|^2/(2(sigma^2+1))"},
@@ -367,6 +528,20 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
         "calibration": calibration,
         "export_check": export_check,
     }
+    if len(reading.extras):
+        block["components"] = reading.components
+    stats = {k: reading.extra_stats[i].tolist() for i, k in enumerate(reading.extras)}
+    if "transition" in stats:
+        block["transition"] = {
+            "form": "max_k |x_t,k - (W x_<t + b)_k| / sd_k, x_t the newest frame of cond",
+            "frames": train_rec["transition"]["frames"], "ridge": cfg.transition_ridge,
+            "sd_floor": cfg.transition_sd_floor, "mean": stats["transition"][0], "std": stats["transition"][1]}
+    if "rnd" in stats:
+        block["rnd"] = {"form": "|predictor(cond) - target(cond)|^2 / K, target a fixed random MLP",
+                        "target": list(RNDScore.TARGET), "predictor": list(RNDScore.PREDICTOR),
+                        "activation": "silu", **train_rec["rnd"],
+                        "mean": stats["rnd"][0], "std": stats["rnd"][1]}
+    return block
 
 
 def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, val_fraction: float = 0.1,
@@ -385,7 +560,15 @@ def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, v
     tr, _ = step_conds(train_demos, man)
     va, _ = step_conds(held, man)
     net, rec = train_state_term(tr, cfg, va, log_every=log_every)
-    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va)
+    frames = int(man["obs_horizon"])
+    extras: Dict[str, nn.Module] = {}
+    if cfg.transition and frames >= 2:
+        extras["transition"] = TransitionScore(*fit_transition(tr, frames, cfg.transition_ridge,
+                                                               cfg.transition_sd_floor))
+        rec["transition"] = {"frames": frames, "fit_samples": int(len(tr))}
+    if cfg.rnd_steps > 0:
+        extras["rnd"], rec["rnd"] = train_rnd(tr, cfg.rnd_steps, cfg.seed)
+    reading = fit_reading(net, sigma_grid(cfg.sigmas, cfg.sigma_min, cfg.sigma_max), va, extras)
     scores = read(reading, va)
     train_rec = {"steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
                  "weight_decay": cfg.weight_decay, "val_fraction": val_fraction, "split_seed": split_seed,
@@ -446,7 +629,8 @@ def state_term_main(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     cfg = StateTermConfig(steps=args.steps, sigmas=args.sigmas, sigma_min=args.sigma_min,
                           sigma_max=args.sigma_max, seed=args.seed, hidden=tuple(args.hidden),
-                          batch_size=args.batch_size, lr=args.lr)
+                          batch_size=args.batch_size, lr=args.lr, transition=not args.no_transition,
+                          rnd_steps=0 if args.no_rnd else args.rnd_steps)
     try:
         block = state_term_bundle(args.bundle, args.data, cfg, args.val_fraction, args.split_seed,
                                   log_every=0 if args.quiet else 1000)
@@ -458,6 +642,8 @@ def state_term_main(args) -> int:
     return 0
 
 
-__all__ = ["StateTermConfig", "StateEnergyNet", "StateEnergyReading", "StateTermError", "dsm_loss",
+__all__ = ["EXTRA_COMPONENTS", "RNDScore", "StateTermConfig", "StateEnergyNet", "StateEnergyReading",
+           "StateTermError", "TransitionScore", "train_rnd",
+           "dsm_loss", "fit_transition",
            "export_state_energy", "fit_reading", "fit_state_term", "read", "sigma_grid", "state_term_bundle",
            "step_conds", "train_state_term"]

@@ -33,11 +33,20 @@ demos (the toolkit's by-demo split, --val-fraction/--split-seed):
     calibration on successful *rollouts*, the aggregation over a sliding
     window and the alarm when both scores exceed their thresholds. So this
     compares OOD detectors of the state, not FIPER's failure predictor.
+(d) ``transition``: the state term's transition part alone (the newest
+    frame of cond against its linear prediction from the earlier frames,
+    ``state_term.fit_transition``), fitted here. When the bundle's state
+    term lists components, (a) holds them too (named state_energy g+...).
 
 Reported: per-step AUROC of level S/M/L steps vs level-0 steps with a 95 %
 interval (bootstrap over episodes), episode AUROC (each episode's max over
 its first --first steps), the fraction of level-0 steps above the held-out
-q99.9, and absurd states against the q99.9.
+q99.9, absurd states against the q99.9, and, with --faults, each fault
+(``sim.world.FAULTS``, injected at --fault-step into level-0 expert
+episodes on the same seeds): the episodes with a step above the q99.9
+within --within steps of the onset (20 = 1 s at the evaluation's 20 Hz) and
+the median delay. The expert reacts to a fault as the expert, not as a
+learned policy would; the closed-loop measurement is ``sim eval --fault``.
 """
 from __future__ import annotations
 
@@ -55,7 +64,6 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 from scipy.stats import rankdata  # noqa: E402
 
 LEVELS = ("0", "S", "M", "L")
@@ -64,15 +72,16 @@ LEVELS = ("0", "S", "M", "L")
 # ---------------------------------------------------------------------------
 # rollouts of the scripted expert
 # ---------------------------------------------------------------------------
-def expert_episodes(task: str, level: str, seeds, max_steps: int, extra_steps: int):
-    """Raw states [L, 39] of each expert episode (obs_t before action t, as sim.record keeps them)."""
+def expert_episodes(task: str, level: str, seeds, max_steps: int, extra_steps: int, fault=None):
+    """Raw states [L, 39] of each expert episode (obs_t before action t, as sim.record keeps them);
+    ``fault`` (a ``sim.world.Fault`` or None) is injected in every episode."""
     from sim.world import World, expert_policy
 
     w = World(task, camera_size=None)
     pol = expert_policy(task)
     out = []
     for s in seeds:
-        obs = w.reset(task, level, int(s))
+        obs = w.reset(task, level, int(s), fault=fault)
         states = []
         while True:
             states.append(np.asarray(obs, np.float32))
@@ -124,46 +133,36 @@ class Mahalanobis:
         return np.sqrt(np.einsum("ni,ij,nj->n", d, self.prec, d))
 
 
-def _mlp(d_in: int, widths) -> nn.Sequential:
-    layers, d = [], d_in
-    for w in widths[:-1]:
-        layers += [nn.Linear(d, w), nn.SiLU()]
-        d = w
-    layers.append(nn.Linear(d, widths[-1]))
-    return nn.Sequential(*layers)
+class Transition:
+    """The state term's transition part alone: max_k |newest frame − its linear prediction|_k / sd_k."""
 
+    name = "transition"
 
-class RND:
-    """(c) random network distillation: |predictor(x) - target(x)|^2 / K, the target fixed at random init."""
+    def __init__(self, x: np.ndarray, frames: int) -> None:
+        from energyflow import state_term as st
 
-    name = "RND"
-
-    def __init__(self, x: np.ndarray, steps: int, seed: int, batch: int = 256, lr: float = 1e-3) -> None:
-        torch.manual_seed(seed)
-        d = x.shape[1]
-        self.target = _mlp(d, (256, 256, 128)).eval()
-        for p in self.target.parameters():
-            p.requires_grad_(False)
-        self.pred = _mlp(d, (256, 256, 256, 128))
-        opt = torch.optim.AdamW(self.pred.parameters(), lr=lr, weight_decay=1e-4)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-        xt = torch.from_numpy(np.asarray(x, np.float32))
-        gen = torch.Generator().manual_seed(seed)
-        t0 = time.time()
-        for _ in range(steps):
-            b = xt[torch.randint(0, len(xt), (batch,), generator=gen)]
-            loss = ((self.pred(b) - self.target(b)) ** 2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-        self.pred.eval()
-        self.seconds = time.time() - t0
+        self.m = st.TransitionScore(*st.fit_transition(x, frames)).eval()
 
     @torch.no_grad()
     def __call__(self, cond: np.ndarray) -> np.ndarray:
-        c = torch.from_numpy(np.asarray(cond, np.float32))
-        return ((self.pred(c) - self.target(c)) ** 2).mean(-1).double().numpy()
+        return self.m(torch.from_numpy(np.asarray(cond, np.float32))).double().numpy()
+
+
+class RND:
+    """(c) random network distillation: |predictor(x) - target(x)|^2 / K, the target fixed at random init
+    (``state_term.train_rnd``, the state term's RND component)."""
+
+    name = "RND"
+
+    def __init__(self, x: np.ndarray, steps: int, seed: int) -> None:
+        from energyflow import state_term as st
+
+        self.m, rec = st.train_rnd(x, steps, seed)
+        self.seconds = rec["seconds"]
+
+    @torch.no_grad()
+    def __call__(self, cond: np.ndarray) -> np.ndarray:
+        return self.m(torch.from_numpy(np.asarray(cond, np.float32))).double().numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -211,6 +210,9 @@ def main(argv=None) -> int:
     p.add_argument("--ridge", type=float, default=1e-3, help="Mahalanobis: added to the covariance diagonal")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--train-seed", type=int, default=0)
+    p.add_argument("--faults", nargs="*", default=[], help="faults to inject at level 0 (push, object)")
+    p.add_argument("--fault-step", type=int, default=30, help="environment step of the fault onset")
+    p.add_argument("--within", type=int, default=20, help="detection window after the onset, steps (20 = 1 s)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -239,9 +241,13 @@ def main(argv=None) -> int:
         st.export_state_energy(reading, g_path)
         g_note = f"trained here, {cfg.steps} steps in {rec['seconds']:.0f} s"
     scores = {"g": StateEnergyScore(g_path), "mahalanobis": Mahalanobis(tr, a.ridge)}
+    parts = block.get("components", ["g"]) if block else ["g"]
+    if int(man["obs_horizon"]) >= 2:  # the transition term alone, fitted here as state-term fits it
+        scores["transition"] = Transition(tr, int(man["obs_horizon"]))
     rnd = RND(tr, a.rnd_steps, a.train_seed)
     scores["rnd"] = rnd
-    names = {"g": "g max-sigma z", "mahalanobis": "Mahalanobis", "rnd": "RND (FIPER-style)"}
+    names = {"g": "state_energy " + "+".join(parts) if len(parts) > 1 else "g max-sigma z",
+             "mahalanobis": "Mahalanobis", "transition": "transition alone", "rnd": "RND (FIPER-style)"}
     thr = {k: float(np.quantile(f(va), 0.999)) for k, f in scores.items()}
     fit_s = time.time() - t0
 
@@ -319,6 +325,29 @@ def main(argv=None) -> int:
         res["absurd"][k] = {"raw_zero": rz, "cond_zero": rc, "off10_tripped": float((ro > 1).mean()),
                             "off10_min_ratio": float(ro.min())}
         lines.append(f"{names[k]:20s}{rz:<18.3g}{rc:<20.3g}{100 * (ro > 1).mean():.1f} % ({ro.min():.3g})")
+    if a.faults:
+        from sim.world import Fault
+
+        lines += ["", f"faults at step {a.fault_step} (level 0, same seeds): episodes with a step above the "
+                      f"held-out q99.9 within {a.within} steps of the onset; median delay in steps"]
+        res["faults"] = {}
+        for kind in a.faults:
+            feps = expert_episodes(a.task, "0", seeds, a.max_steps, a.extra_steps, Fault(kind, a.fault_step))
+            row = []
+            for k, f in scores.items():
+                delays = []
+                for e in feps:
+                    c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
+                                               {skey: e["states"]})], man)
+                    # states[i] is the observation before action i; the fault acts in step fault_step,
+                    # so states[fault_step + 1] is the first observation that can show it
+                    over = f(c)[a.fault_step + 1:a.fault_step + 1 + a.within] > thr[k]
+                    delays.append(int(np.argmax(over)) + 1 if over.any() else None)
+                hit = [d for d in delays if d is not None]
+                res["faults"].setdefault(kind, {})[k] = {"detected": len(hit), "of": len(delays), "delays": delays}
+                row.append(f"{names[k]} {len(hit)}/{len(delays)}"
+                           + (f" (median {np.median(hit):.0f})" if hit else ""))
+            lines.append(f"  {kind:8s} " + "; ".join(row))
     print("\n".join(lines))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

@@ -137,12 +137,34 @@ def test_export_matches_torch_with_allowed_ops(tmp_path):
     with pytest.raises(ExportCheckError):
         st.export_state_energy(reading, tmp_path / "bad.onnx", tol=0.0)
     assert not (tmp_path / "bad.onnx").exists()
+    # with the transition and RND components: the max of the sigma levels' z and theirs
+    tr = st.TransitionScore(*st.fit_transition(held, 2))
+    rnd, rec = st.train_rnd(held, steps=20)
+    assert rec["steps"] == 20 and np.isfinite(rec["loss"])
+    reading_t = st.fit_reading(net.eval(), st.sigma_grid(8), held, {"rnd": rnd, "transition": tr})
+    assert reading_t.components == ["g", "transition", "rnd"]                # the graph's order
+    p2 = tmp_path / "t.onnx"
+    assert st.export_state_energy(reading_t, p2)["state_energy"] <= 1e-5
+    ops = set(graph_ops(p2))
+    assert ops <= ALLOWED_OPS and not ops & st.SHAPE_OPS, ops
+    c = np.random.default_rng(9).standard_normal((6, 8)).astype(np.float32)
+    (y,) = ort.InferenceSession(str(p2), providers=["CPUExecutionProvider"]).run(None, {"cond": c})
+    with torch.no_grad():
+        t = tr(torch.from_numpy(c)).numpy()
+        e = rnd(torch.from_numpy(c)).numpy()
+        z = reading_t.z(torch.from_numpy(c)).numpy()
+    r = (c @ tr.m.numpy() - tr.c.numpy())
+    np.testing.assert_allclose(t, np.abs(r).max(1), rtol=1e-5)
+    (mt, st_), (mr, sr) = reading_t.extra_stats.tolist()
+    np.testing.assert_allclose(y, np.maximum(z.max(1), np.maximum((t - mt) / st_, (e - mr) / sr)), rtol=1e-5, atol=1e-5)
+    with pytest.raises(st.StateTermError, match="unknown components"):
+        st.fit_reading(net.eval(), st.sigma_grid(8), held, {"knn": tr})
 
 
 def test_far_state_reads_above_held_out_q999_after_short_training():
     demos = curve_demos()
     man = state_manifest(demos)
-    cfg = st.StateTermConfig(hidden=(64, 64), steps=400, lr=3e-3)
+    cfg = st.StateTermConfig(hidden=(64, 64), steps=400, lr=3e-3, rnd_steps=200)
     reading, rec, cal, scores = st.fit_state_term(man, demos, cfg, val_fraction=0.25, split_seed=0)
     assert rec["samples"] == 9 * 40 and rec["held_out_samples"] == 3 * 40     # every step of every demo
     assert rec["val_loss_per_sigma"][-1] < 0.5                              # learned something at every level
@@ -157,10 +179,46 @@ def test_far_state_reads_above_held_out_q999_after_short_training():
     assert st.read(reading, zero[None].astype(np.float32))[0] > q       # the raw all-zeros state
 
 
+def test_fit_transition_recovers_a_linear_step():
+    rng = np.random.default_rng(0)
+    prev = rng.standard_normal((4000, 3))
+    a = np.array([[0.9, 0.1, 0.0], [0.0, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    new = prev @ a.T + np.array([0.1, -0.2, 0.0]) + rng.normal(0, [0.01, 0.02, 0.0], (4000, 3))
+    new[:, 2] = 0.5                                                            # constant in the data
+    m, b, sd = st.fit_transition(np.concatenate([prev, new], 1), frames=2, ridge=1e-6, sd_floor=1e-3)
+    np.testing.assert_allclose(-m[:3, :2].T, a[:2], atol=2e-3)              # W over the earlier frame
+    np.testing.assert_allclose(m[3:], np.eye(3))                             # identity over the newest
+    np.testing.assert_allclose(b[:2], [0.1, -0.2], atol=2e-3)
+    np.testing.assert_allclose(sd, [0.01, 0.02, 1e-3], rtol=0.05)           # the floor for the constant one
+    with pytest.raises(st.StateTermError, match="T_o >= 2"):
+        st.fit_transition(prev, frames=1)
+
+
+def test_transition_term_sees_a_jump_between_in_distribution_frames():
+    demos = curve_demos()
+    man = state_manifest(demos)
+    cfg = st.StateTermConfig(hidden=(32, 32), steps=150, lr=3e-3, rnd_steps=0)
+    reading, rec, cal, _ = st.fit_state_term(man, demos, cfg, val_fraction=0.25, split_seed=0)
+    assert reading.components == ["g", "transition"] and rec["transition"]["frames"] == 2
+    g_only, _, cal_g, _ = st.fit_state_term(man, demos, st.StateTermConfig(hidden=(32, 32), steps=150, lr=3e-3,
+                                                                           transition=False, rnd_steps=0), 0.25, 0)
+    assert g_only.components == ["g"]
+    _, held = split_demos(demos, 0.25, 0)
+    va, _ = st.step_conds(held, man)
+    rows = va[np.arange(5, len(va), 7)]
+    jump = rows.copy()
+    jump[:, D_S:] = va[np.arange(5, len(va), 7) - 5, D_S:]    # the newest frame from 5 steps earlier: each frame
+    assert (st.read(reading, jump) > cal["quantiles"]["99.9"]).all()      # is a demo state, the pair is not
+    assert (st.read(g_only, jump) > cal_g["quantiles"]["99.9"]).mean() < 0.5   # g alone mostly misses it
+    # the exported graph computes the same reading with the allowed operators
+    # (checked by export_state_energy against torch)
+    assert set(st.TransitionScore(*st.fit_transition(va, 2)).state_dict()) == {"m", "c"}
+
+
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------
-ST_FLAGS = ["--steps", "60", "--hidden", "16", "16", "--val-fraction", "0.25", "--quiet"]
+ST_FLAGS = ["--steps", "60", "--hidden", "16", "16", "--val-fraction", "0.25", "--rnd-steps", "30", "--quiet"]
 
 
 def test_cli_writes_graph_and_manifest_block(tiny_bundle, data_file, tmp_path, capsys):
@@ -174,7 +232,10 @@ def test_cli_writes_graph_and_manifest_block(tiny_bundle, data_file, tmp_path, c
         {k: v for k, v in before.items() if k != "files"}                 # the rest is unchanged
     blk = man["state_energy"]
     assert (blk["graph"], blk["input"], blk["output"], blk["reading"]) == \
-        ("state_energy.onnx", "cond", "state_energy", "max_sigma_z")
+        ("state_energy.onnx", "cond", "state_energy", "max_z")
+    assert blk["components"] == ["g", "transition", "rnd"]                   # T_o = 2: with the transition
+    assert blk["transition"]["frames"] == 2 and blk["transition"]["std"] > 0
+    assert blk["rnd"]["steps"] == 30 and blk["rnd"]["std"] > 0
     assert len(blk["sigmas"]) == len(blk["mean"]) == len(blk["std"]) == 8
     assert blk["train"]["steps"] == 60 and blk["train"]["demos"] == 9 and blk["train"]["samples"] == 360
     cal = blk["calibration"]
@@ -189,6 +250,11 @@ def test_cli_writes_graph_and_manifest_block(tiny_bundle, data_file, tmp_path, c
     # a second run replaces the block, and inspect lists the graph and still verifies the hashes
     assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS, "--seed", "1"]) == 0
     assert read_manifest(b)["state_energy"]["train"]["seed"] == 1
+    # --no-transition --no-rnd: g alone
+    assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS, "--no-transition",
+                     "--no-rnd"]) == 0
+    blk = read_manifest(b, verify=True)["state_energy"]
+    assert blk["reading"] == "max_sigma_z" and not {"transition", "rnd", "components"} & set(blk)
     capsys.readouterr()
     assert cli.main(["inspect", "--bundle", str(b)]) == 0
     out = json.loads(capsys.readouterr().out)
