@@ -45,7 +45,7 @@ type App struct {
 	backend engines.Backend
 	sampler *engines.Sampler
 	scorer  *engines.Sampler
-	state   *engines.StateTerm // the re-scorer of a diffusion bundle with the state term; nil otherwise
+	state   *engines.StateTerm // the loop's own state term (evaluated every tick); nil without one
 	watch   safety.Score       // the first monitored score (ScoreEnergy when none), for events and metrics
 	arm     *actuators.ModbusArm
 	guard   *safety.Guard
@@ -109,20 +109,17 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
-	// The re-scoring sampler exists only for a policy with an energy (it
-	// evaluates the state term too, when the bundle has one); a policy
-	// without an energy is re-scored on its state term alone, if any.
-	switch {
-	case a.sampler.HasEnergy():
+	// The re-scoring sampler exists only for a policy with an energy.
+	if a.sampler.HasEnergy() {
 		if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, a.scorer.Close)
-	case a.bundle.Manifest.HasStateEnergy():
-		if a.state, err = engines.NewStateTerm(a.bundle, a.backend); err != nil {
+	}
+	if a.bundle.Manifest.HasStateEnergy() {
+		if err = a.openStateTerm(cfg); err != nil {
 			return nil, err
 		}
-		a.closers = append(a.closers, a.state.Close)
 	}
 	cond, err := engines.NewConditioner(&a.bundle.Manifest)
 	if err != nil {
@@ -209,11 +206,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
 		Sampler: a.sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
-	switch { // a nil *engines.Sampler in the interface would not be nil
-	case a.scorer != nil:
+	// A nil pointer in an interface would not be nil.
+	if a.scorer != nil {
 		deps.Scorer = a.scorer
-	case a.state != nil:
-		deps.Scorer = NewStateScorer(a.state)
+	}
+	if a.state != nil {
+		deps.State = a.state
 	}
 	if tel != nil {
 		deps.Sink = tel
@@ -264,6 +262,31 @@ func (t teeObserver) ObserveInference(d time.Duration) {
 func (t teeObserver) ObserveEnergy(score, threshold float64) {
 	t[0].ObserveEnergy(score, threshold)
 	t[1].ObserveEnergy(score, threshold)
+}
+
+// openStateTerm opens the loop's own state term, which it evaluates on its
+// goroutine every tick. On ONNX Runtime it runs with one intra-op thread,
+// on the calling thread: a pool would hand a 0.05 ms graph to threads that
+// share the cores with the loop. With policy.threads above 1 that needs an
+// ONNX Runtime backend of its own; TensorRT runs it from its own plan.
+func (a *App) openStateTerm(cfg *Config) error {
+	be := a.backend
+	if cfg.Policy.Backend != "trt" && cfg.Policy.Threads > 1 {
+		ob, err := engines.NewORT(engines.ORTOptions{LibraryPath: cfg.Policy.ONNXRuntimeLib, IntraOpThreads: 1,
+			Logger: a.log.With("part", "ort-state")})
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, ob.Close)
+		be = ob
+	}
+	t, err := engines.NewStateTerm(a.bundle, be)
+	if err != nil {
+		return err
+	}
+	a.state = t
+	a.closers = append(a.closers, t.Close)
+	return nil
 }
 
 // checkImageConfig refuses a configuration that cannot feed the bundle's

@@ -8,9 +8,11 @@
 // and counts overruns instead of drifting. Each tick reads the arm, pushes an
 // observation into the history, hands it to the inference goroutine when a
 // replan is due (a tick never waits for inference), executes the current
-// action Chunk with latency compensation, asks the scorer for a fresh energy
-// of the committed chunk (a policy without an energy, such as a diffusion
-// bundle, has no scorer and runs with the energy stop off), passes the
+// action Chunk with latency compensation, asks the scorer goroutine for a
+// fresh energy of the committed chunk (a policy without an energy, such as a
+// diffusion bundle, has no scorer and runs with the energy stop off), scores
+// the newest observation with the bundle's state term, when it has one,
+// synchronously in the tick (state_energy, fresh on every tick), passes the
 // command through safety and publishes telemetry. The Machine holds the
 // operating state:
 // INIT → READY → RUNNING → STOPPED(reason) → reset → READY.

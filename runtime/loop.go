@@ -36,9 +36,10 @@ type StepRecorder interface {
 	Step(obs []float32, action []float64, gripper float64, scores safety.Scores)
 }
 
-// LoopDeps are the parts the loop drives. The loop takes ownership of
-// Sampler and Scorer (each used by one goroutine of its own) from Run on;
-// the caller keeps owning and closing everything else.
+// LoopDeps are the parts the loop drives. From Run on the loop is the only
+// user of Sampler, Scorer and State (Sampler and Scorer each in a goroutine
+// of its own, State in the loop's); the caller keeps owning and closing
+// them and everything else.
 type LoopDeps struct {
 	Config   *Config
 	Manifest *engines.Manifest
@@ -46,14 +47,17 @@ type LoopDeps struct {
 	Arm      actuators.Arm
 	Guard    *safety.Guard
 	Sampler  PolicySampler
-	// Scorer re-scores the committed chunk every tick under the newest
-	// observation: the energies and, when the bundle has the state term,
-	// its state_energy. Nil for a policy without an energy
-	// (engines.Sampler.HasEnergy false) and without a state term: no
-	// re-scoring goroutine runs and every tick's scores are NaN, so the
-	// Guard must have its energy monitor disabled. A diffusion bundle with
-	// the state term has a StateScorer.
-	Scorer   PolicyScorer
+	// Scorer re-scores the committed chunk under the newest observation,
+	// asynchronously: the energies, picked up within loop.score_wait or on
+	// the next tick (its StateEnergy too when State is nil). Nil for a
+	// policy without an energy (engines.Sampler.HasEnergy false): no
+	// re-scoring goroutine runs and the energies are NaN, so the Guard must
+	// not monitor energy or centered_energy.
+	Scorer PolicyScorer
+	// State, when the bundle has the state term, scores the newest
+	// observation synchronously every tick (state_energy): an instance of
+	// its own, not shared with Sampler or Scorer. Nil without the term.
+	State    StateTermEvaluator
 	Cond     *engines.Conditioner
 	Sink     Sink         // nil: no telemetry
 	Metrics  TickObserver // nil: no metrics
@@ -80,7 +84,7 @@ type LoopStats struct {
 	ActionsDropped int64 // actions dropped by latency compensation
 	Replans        int64
 	InferErrors    int64
-	ScoreErrors    int64
+	ScoreErrors    int64 // failed re-scores and failed state-term evaluations
 	ScoreLate      int64 // ticks whose re-score missed score_wait
 	ArmErrors      int64
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
@@ -124,9 +128,15 @@ type Loop struct {
 	sample      telemetry.Sample
 	lastInf     time.Duration
 	lastCondLog time.Time
+	stateCond   []float32    // cond of the newest observation for State; nil without one
+	stateLogged time.Time    // when a failure of State was last logged
 	thr         float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
 	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
 	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
+
+	// dec is the latest tick's decision: a field, since OnTick and publish
+	// take its address (a local would escape, one allocation a tick).
+	dec safety.Decision
 
 	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
@@ -139,8 +149,15 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		return nil, errors.New("runtime: NewLoop needs Config, Manifest, Arm, Guard, Sampler and Cond")
 	}
 	th := d.Guard.Thresholds()
-	if d.Scorer == nil && len(th) > 0 {
-		return nil, errors.New("runtime: NewLoop: the safety gate monitors energy scores but there is no Scorer to compute them — disable safety.energy for a policy without an energy")
+	for _, t := range th {
+		computed, hint := d.Scorer != nil, "disable safety.energy for a policy without an energy"
+		if t.Score == safety.ScoreStateEnergy {
+			computed = computed || d.State != nil
+			hint = "watch state_energy only with a bundle that has the state term"
+		}
+		if !computed {
+			return nil, fmt.Errorf("runtime: NewLoop: the safety gate monitors %s but nothing computes it (no Scorer or State) — %s", t.Score, hint)
+		}
 	}
 	if d.Clock == nil {
 		d.Clock = SystemClock{}
@@ -194,6 +211,9 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	l.infer = newInferWorker(d.Cond.Dim())
 	if d.Scorer != nil {
 		l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
+	}
+	if d.State != nil {
+		l.stateCond = make([]float32, d.Cond.Dim())
 	}
 	l.thr = d.Guard.ThresholdNow()
 	l.wait = time.NewTimer(time.Hour)
@@ -249,24 +269,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.infer.run(wctx, func(j *inferJob) {
-			j.err = l.d.Sampler.Sample(j.cond, &j.res)
-			j.latency = l.d.Clock.Now().Sub(j.start)
-		})
-	}()
-	if l.score != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.score.run(wctx, func(j *scoreJob) {
-				j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
-				j.latency = l.d.Clock.Now().Sub(j.start)
-			})
-		}()
-	}
+	l.startWorkers(wctx, &wg)
 	defer wg.Wait()
 	defer cancel()
 
@@ -301,6 +304,29 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	_ = l.machine.To(StateShutdown, "shutdown")
 	return runErr
+}
+
+// startWorkers starts the inference goroutine and, with a Scorer, the
+// re-scoring one; they run until ctx ends, then call wg.Done.
+func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.infer.run(ctx, func(j *inferJob) {
+			j.err = l.d.Sampler.Sample(j.cond, &j.res)
+			j.latency = l.d.Clock.Now().Sub(j.start)
+		})
+	}()
+	if l.score != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.score.run(ctx, func(j *scoreJob) {
+				j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
+				j.latency = l.d.Clock.Now().Sub(j.start)
+			})
+		}()
+	}
 }
 
 // autoStart arms the gate once at start-up (loop.auto_start), retrying
@@ -372,12 +398,17 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 	}
 
-	// 4. Re-score the committed plan under the newest observation (the
-	// energies, and the state term of that observation when the bundle has
-	// one). A re-score that missed the previous tick's wait is picked up
-	// first (it is one tick old); then this tick's is submitted. Without a
-	// Scorer (no energy, no state term) the scores stay NaN.
+	// 4. Score. The state term (State) reads the newest observation here,
+	// synchronously, so every tick with a fresh observation has its
+	// state_energy. The committed plan is re-scored under the newest
+	// observation asynchronously (the energies; StateEnergy too without
+	// State): a re-score that missed the previous tick's wait is picked up
+	// first (it is one tick old), then this tick's is submitted. Without a
+	// Scorer the energies stay NaN.
 	scores := safety.NoScores()
+	if l.d.State != nil && l.obs.ready() && armErr == nil {
+		l.scoreState(now, &scores)
+	}
 	if l.score != nil {
 		if j := l.score.poll(); j != nil {
 			l.takeScore(j, &scores)
@@ -437,12 +468,14 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if l.infer.busy {
 		in.InferenceStarted = l.infer.job.start
 	}
-	dec, gerr := l.d.Guard.Tick(ctx, &in)
+	var gerr error
+	l.dec, gerr = l.d.Guard.Tick(ctx, &in)
+	dec := &l.dec
 	if gerr != nil {
 		l.log.Warn("gate", "err", gerr)
 	}
 	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the time since arming
-	l.syncMachine(&dec)
+	l.syncMachine(dec)
 
 	// 7. Telemetry, recording, watchdog.
 	end := l.d.Clock.Now()
@@ -456,7 +489,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 	}
 	if l.d.Sink != nil {
-		l.publish(tk, &dec, scores, end.Sub(now))
+		l.publish(tk, dec, scores, end.Sub(now))
 	}
 	if l.d.Recorder != nil && dec.State == safety.Running && len(dec.Command.Velocity) > 0 {
 		l.d.Recorder.Step(l.obs.newestVector(), dec.Command.Velocity, dec.Command.Gripper, scores)
@@ -465,7 +498,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		l.d.Notifier.Healthy(end)
 	}
 	if l.d.OnTick != nil {
-		l.d.OnTick(tk, &dec, scores)
+		l.d.OnTick(tk, dec, scores)
 	}
 }
 
@@ -533,8 +566,9 @@ func (l *Loop) fillScoreWindow(now time.Time) {
 	}
 }
 
-// takeScore copies a finished re-score into scores (StateEnergy is NaN
-// without a state term, the energies NaN for a StateScorer).
+// takeScore copies a finished re-score into scores. Its StateEnergy
+// (NaN without a state term) is taken only without State: with it, the
+// synchronous value of the newest observation stands.
 func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 	if j.err != nil {
 		l.stats.scoreErrors.Add(1)
@@ -542,7 +576,30 @@ func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 	}
 	scores[safety.ScoreEnergy] = float64(j.score.Energy)
 	scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
-	scores[safety.ScoreStateEnergy] = float64(j.score.StateEnergy)
+	if l.d.State == nil {
+		scores[safety.ScoreStateEnergy] = float64(j.score.StateEnergy)
+	}
+}
+
+// scoreState evaluates the state term on the newest observation into
+// scores[ScoreStateEnergy]. Without a usable observation (an image bundle
+// before its first frame) the score stays NaN, as for a re-score; a failed
+// evaluation leaves it NaN too, is counted with the score errors and is
+// logged at most every few seconds. It allocates nothing unless it fails.
+func (l *Loop) scoreState(now time.Time, scores *safety.Scores) {
+	if err := l.buildCond(l.stateCond); err != nil {
+		return
+	}
+	x, err := l.d.State.Energy(l.stateCond)
+	if err != nil {
+		l.stats.scoreErrors.Add(1)
+		if l.stateLogged.IsZero() || now.Sub(l.stateLogged) >= 5*time.Second {
+			l.stateLogged = now
+			l.log.Warn("state term failed: no state_energy this tick", "err", err)
+		}
+		return
+	}
+	scores[safety.ScoreStateEnergy] = float64(x)
 }
 
 func (l *Loop) scoreWait() time.Duration {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/energyflow/edge/engines"
@@ -16,32 +15,22 @@ type PolicySampler interface {
 
 // PolicyScorer is what the re-scoring goroutine needs: *engines.Sampler
 // implements it (the energies, and Score.StateEnergy when the bundle has
-// the state term; NaN otherwise). A policy without an energy has none
-// (LoopDeps.Scorer nil), unless its bundle has the state term: then a
-// scorer of the state term alone (NewStateScorer) fills StateEnergy and
-// leaves the energies NaN.
+// the state term; NaN otherwise). A policy without an energy (diffusion)
+// has none (LoopDeps.Scorer nil).
 type PolicyScorer interface {
 	Score(actions, cond []float32) (engines.Score, error)
 }
 
-// StateScorer is the PolicyScorer of a bundle whose policy has no energy
-// (diffusion) but has the state term: Score evaluates the state term on
-// cond and reports NaN energies. It allocates nothing.
-type StateScorer struct{ t *engines.StateTerm }
-
-var _ PolicyScorer = StateScorer{}
-
-// NewStateScorer wraps t; the caller keeps owning and closing t.
-func NewStateScorer(t *engines.StateTerm) StateScorer { return StateScorer{t: t} }
-
-// Score implements PolicyScorer: the actions are not read.
-func (s StateScorer) Score(_, cond []float32) (engines.Score, error) {
-	nan := float32(math.NaN())
-	sc := engines.Score{Energy: nan, RefEnergyMean: nan, CenteredEnergy: nan, CenteredReward: nan}
-	var err error
-	sc.StateEnergy, err = s.t.Energy(cond)
-	return sc, err
+// StateTermEvaluator is what the loop needs to score the newest
+// observation with the bundle's state term every tick, from the loop's
+// goroutine: *engines.StateTerm implements it. Energy returns
+// state_energy of one conditioning vector (cond_dim values). The loop is
+// its only user; Energy must allocate nothing.
+type StateTermEvaluator interface {
+	Energy(cond []float32) (float32, error)
 }
+
+var _ StateTermEvaluator = (*engines.StateTerm)(nil)
 
 // worker runs one job at a time in its own goroutine. The single job's
 // ownership alternates between the loop (while idle) and the worker (while

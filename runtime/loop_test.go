@@ -1,0 +1,496 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
+)
+
+// fakeArm is a 7-joint arm (position, velocity, gripper: the test bundles'
+// 15 state values), or with obs > 0 an arm that reports an observation
+// vector of obs values (Meta-World's), whose state moves a little on every
+// read (periodically, so that long benchmarks stay near the
+// demonstrations' scale), so that consecutive observations differ. It
+// allocates nothing after its first read.
+type fakeArm struct {
+	clk     *fakeClock
+	obs     int
+	reads   int // read n returns armVector(n); only the loop goroutine reads
+	enabled atomic.Bool
+}
+
+var _ actuators.Arm = (*fakeArm)(nil)
+
+// armVector is the state observation of the fake arm's read n.
+func armVector(n int) []float32 {
+	v := make([]float32, 15)
+	for i := range 7 {
+		v[i] = float32(0.01*float64(n%100) + 0.1*float64(i))
+		v[7+i] = 0.1
+	}
+	v[14] = 0.5
+	return v
+}
+
+func (a *fakeArm) State(_ context.Context, s *actuators.State) error {
+	if len(s.Position) != 7 || len(s.Velocity) != 7 {
+		s.Position, s.Velocity = make([]float64, 7), make([]float64, 7)
+	}
+	if len(s.Observation) != a.obs {
+		s.Observation = make([]float64, a.obs)
+	}
+	a.reads++
+	for i := range 7 {
+		s.Position[i] = 0.01*float64(a.reads%100) + 0.1*float64(i)
+		s.Velocity[i] = 0.1
+	}
+	for i := range s.Observation {
+		s.Observation[i] = 0.01*float64(a.reads%100) + 0.1*float64(i%7)
+	}
+	s.Gripper = 0.5
+	s.Time = a.clk.Now()
+	s.Enabled = a.enabled.Load()
+	return nil
+}
+
+func (a *fakeArm) Command(context.Context, actuators.Command) error { return nil }
+func (a *fakeArm) Enable(context.Context) error                     { a.enabled.Store(true); return nil }
+func (a *fakeArm) Halt(context.Context) error                       { a.enabled.Store(false); return nil }
+
+// fakeSampler returns an all-zero plan at once.
+type fakeSampler struct{ actions []float32 }
+
+func (s *fakeSampler) Sample(_ []float32, dst *engines.Result) error {
+	dst.Actions = s.actions
+	return nil
+}
+
+// asyncStateEnergy is the state energy fakeScorer reports: no state term of
+// these tests gives it.
+const asyncStateEnergy = 1e6
+
+// fakeScorer answers every re-score at once, with fixed energies and
+// asyncStateEnergy.
+type fakeScorer struct{}
+
+func (fakeScorer) Score(_, _ []float32) (engines.Score, error) {
+	return engines.Score{Energy: 5, RefEnergyMean: 4, CenteredEnergy: 1, CenteredReward: -1, StateEnergy: asyncStateEnergy}, nil
+}
+
+var errStateTerm = errors.New("fake state term: session failed")
+
+// fakeStateTerm is a double of engines.StateTerm: its call n (from 1)
+// returns n, or errStateTerm when fail(n); it keeps a copy of every cond.
+type fakeStateTerm struct {
+	fail  func(n int) bool
+	n     int
+	conds [][]float32
+}
+
+func (f *fakeStateTerm) Energy(cond []float32) (float32, error) {
+	f.n++
+	f.conds = append(f.conds, slices.Clone(cond))
+	if f.fail != nil && f.fail(f.n) {
+		return 0, errStateTerm
+	}
+	return float32(f.n), nil
+}
+
+// harnessOptions choose what a loopHarness drives.
+type harnessOptions struct {
+	bundle string
+	scorer PolicyScorer       // nil: no re-scoring
+	state  StateTermEvaluator // nil: no synchronous state term
+	watch  []string           // monitored scores (threshold 1e9); none: energy stop off
+}
+
+// loopHarness drives a Loop tick by tick on a fake clock, with a fake arm
+// and a fake sampler, the real safety gate and the real worker goroutines.
+type loopHarness struct {
+	l      *Loop
+	clk    *fakeClock
+	arm    *fakeArm
+	n      int64
+	record bool
+	scores []safety.Scores // what the gate saw each tick, while record
+}
+
+// newLoop builds the harness; the error is NewLoop's.
+func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
+	t.Helper()
+	b, err := engines.LoadBundle(o.bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &b.Manifest
+	h := &loopHarness{clk: &fakeClock{now: time.Unix(1000, 0)}}
+	h.arm = &fakeArm{clk: h.clk}
+	cfg := DefaultConfig()
+	cfg.Robot.State = []string{"position", "velocity", "gripper"}
+	if w := m.Obs[0].Width(); w != 15 { // not a test bundle: a Meta-World one
+		cfg.Robot.State, h.arm.obs = []string{"observation"}, w
+	}
+	cfg.Camera.Enabled = false
+	cfg.Loop.ScoreWait = 5 * time.Second // a fake re-score lands within its own tick
+	huge := 1e9
+	sc := &cfg.Safety
+	sc.Limits.MaxVelocity = make([]float64, m.ActionDim-1) // velocity and gripper
+	for i := range sc.Limits.MaxVelocity {
+		sc.Limits.MaxVelocity[i] = 1
+	}
+	sc.Watchdog.CameraMaxAge = 0
+	sc.Energy.Scores = nil
+	for _, w := range o.watch {
+		sc.Energy.Scores = append(sc.Energy.Scores, safety.ScoreConfig{Name: w, Threshold: &huge})
+	}
+	sc.Energy.Disabled = len(o.watch) == 0
+	cal, err := safetyCalibration(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := safety.New(h.arm, cfg.Safety, cal, safety.Options{Clock: h.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond, err := engines.NewConditioner(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := LoopDeps{Config: &cfg, Manifest: m, Clock: h.clk, Arm: h.arm, Guard: g, Cond: cond,
+		Sampler: &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim)},
+		OnTick: func(_ Tick, _ *safety.Decision, s safety.Scores) {
+			if h.record {
+				h.scores = append(h.scores, s)
+			}
+		}}
+	if o.scorer != nil {
+		d.Scorer = o.scorer
+	}
+	if o.state != nil {
+		d.State = o.state
+	}
+	if h.l, err = NewLoop(d); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	h.l.startWorkers(ctx, &wg)
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return h, nil
+}
+
+func newLoopHarness(t testing.TB, o harnessOptions) *loopHarness {
+	t.Helper()
+	h, err := newLoop(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// step runs the tick one period after the previous one, then waits until
+// an inference it submitted has finished, so that the next tick takes the
+// chunk (the worker's speed decides nothing).
+func (h *loopHarness) step() {
+	h.clk.Advance(h.l.period)
+	now := h.clk.Now()
+	h.n++
+	h.l.tick(context.Background(), Tick{N: h.n, Deadline: now, Due: now, Woke: now})
+	for h.l.infer.busy && len(h.l.infer.out) == 0 {
+		goruntime.Gosched()
+	}
+}
+
+// armGate arms the gate as an operator would: Loop.Arm posts a reset that
+// the next tick decides, refused while a cause persists.
+func (h *loopHarness) armGate(t testing.TB) {
+	t.Helper()
+	try := func() error {
+		errc := make(chan error, 1)
+		go func() { errc <- h.l.Arm(context.Background(), "test") }()
+		for {
+			select {
+			case err := <-errc:
+				return err
+			default:
+			}
+			if h.l.d.Guard.Status().ResetPending {
+				h.step() // decides it
+			} else {
+				goruntime.Gosched()
+			}
+		}
+	}
+	var err error
+	for range 50 {
+		if err = try(); err == nil {
+			return
+		}
+		h.step()
+	}
+	t.Fatalf("the gate does not arm: %v", err)
+}
+
+// The state term scores the newest observation in the loop itself, every
+// tick: its value reaches the gate on the same tick, a failure leaves NaN
+// and is counted, and the asynchronous re-score brings the energies without
+// overwriting it. Without the state term, the re-score's state energy is
+// taken as before.
+func TestLoopStateEnergyEveryTick(t *testing.T) {
+	energyflow := withStateTerm(t, testBundle(t), 7)
+	diffusion := withStateTerm(t, diffusionBundle(t), 7)
+	cases := []struct {
+		name         string
+		bundle       string
+		scorer       PolicyScorer
+		state        bool
+		fail         func(n int) bool
+		watch        []string
+		wantFailures int
+	}{
+		{"re-score and state term", energyflow, fakeScorer{}, true, nil, []string{"state_energy", "energy"}, 0},
+		{"failures leave NaN", energyflow, fakeScorer{}, true, func(n int) bool { return n%3 == 0 }, []string{"state_energy", "energy"}, 9},
+		{"state term alone (diffusion)", diffusion, nil, true, func(n int) bool { return n == 4 }, []string{"state_energy"}, 1},
+		{"no state term: the re-score's", testBundle(t), fakeScorer{}, false, nil, []string{"energy"}, 0},
+	}
+	const ticks = 30
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := harnessOptions{bundle: tc.bundle, scorer: tc.scorer, watch: tc.watch}
+			var st *fakeStateTerm
+			if tc.state {
+				st = &fakeStateTerm{fail: tc.fail}
+				o.state = st
+			}
+			h := newLoopHarness(t, o)
+			h.record = true
+			for range ticks {
+				h.step()
+			}
+			to := h.l.d.Manifest.ObsHorizon
+			cond := h.l.d.Cond
+			want := make([]float32, cond.Dim())
+			energies, failures := 0, 0
+			for i, sc := range h.scores {
+				k := i + 1 // tick k pushed the fake arm's read k+1 (read 1 was NewLoop's probe)
+				se := sc[safety.ScoreStateEnergy]
+				fresh := !math.IsNaN(sc[safety.ScoreEnergy])
+				if fresh {
+					energies++
+					if tc.scorer == nil {
+						t.Fatalf("tick %d: energy %v without a scorer", k, sc[safety.ScoreEnergy])
+					}
+				}
+				switch {
+				case !tc.state && fresh:
+					if se != asyncStateEnergy {
+						t.Errorf("tick %d: state energy %v, want the re-score's %v", k, se, float64(asyncStateEnergy))
+					}
+				case !tc.state || k < to:
+					if !math.IsNaN(se) {
+						t.Errorf("tick %d: state energy %v, want NaN", k, se)
+					}
+				default:
+					n := k - to + 1 // the state term's call of this tick
+					if st.n < n {
+						t.Fatalf("tick %d: the state term was called %d times, want once a tick from tick %d", k, st.n, to)
+					}
+					if tc.fail != nil && tc.fail(n) {
+						failures++
+						if !math.IsNaN(se) {
+							t.Errorf("tick %d: state energy %v after a failed evaluation, want NaN", k, se)
+						}
+					} else if se != float64(n) {
+						t.Errorf("tick %d: state energy %v, want this tick's evaluation %d (fresh energy %v)", k, se, n, fresh)
+					}
+					var hist []engines.ObsFrame
+					for r := k + 2 - to; r <= k+1; r++ {
+						hist = append(hist, engines.ObsFrame{armVector(r)})
+					}
+					if err := cond.Build(hist, want); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(st.conds[n-1], want) {
+						t.Errorf("tick %d: the state term got cond %v, want the newest observation's %v", k, st.conds[n-1], want)
+					}
+				}
+			}
+			if tc.state && st.n != ticks-to+1 {
+				t.Errorf("%d state term calls in %d ticks, want one a tick from tick %d: %d", st.n, ticks, to, ticks-to+1)
+			}
+			if failures != tc.wantFailures {
+				t.Errorf("%d failed evaluations, want %d", failures, tc.wantFailures)
+			}
+			if got := h.l.Stats().ScoreErrors; got != int64(tc.wantFailures) {
+				t.Errorf("ScoreErrors = %d, want %d", got, tc.wantFailures)
+			}
+			if tc.scorer != nil && energies < ticks/2 {
+				t.Errorf("%d of %d ticks had a fresh energy: the re-score should still bring them", energies, ticks)
+			}
+		})
+	}
+}
+
+// NewLoop refuses a gate that monitors a score nothing computes: the
+// energies need a Scorer, state_energy a State or a Scorer.
+func TestNewLoopNeedsWhatTheGateWatches(t *testing.T) {
+	energyflow := withStateTerm(t, testBundle(t), 7)
+	cases := []struct {
+		name   string
+		scorer PolicyScorer
+		state  StateTermEvaluator
+		watch  []string
+		errHas string // "": accepted
+	}{
+		{"state term watched, computed by the loop", nil, &fakeStateTerm{}, []string{"state_energy"}, ""},
+		{"state term watched, computed by the re-score", fakeScorer{}, nil, []string{"state_energy"}, ""},
+		{"both, with both", fakeScorer{}, &fakeStateTerm{}, []string{"state_energy", "energy"}, ""},
+		{"nothing watched, nothing computed", nil, nil, nil, ""},
+		{"state term watched, nothing computes it", nil, nil, []string{"state_energy"}, "monitors state_energy"},
+		{"energy watched without a Scorer", nil, &fakeStateTerm{}, []string{"state_energy", "energy"}, "monitors energy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newLoop(t, harnessOptions{bundle: energyflow, scorer: tc.scorer, state: tc.state, watch: tc.watch})
+			if tc.errHas == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.errHas)
+			}
+		})
+	}
+}
+
+// openStateTerm opens the bundle's state term on ONNX Runtime, one thread,
+// as the App does for the loop.
+func openStateTerm(t testing.TB, dir string) *engines.StateTerm {
+	t.Helper()
+	b, err := engines.LoadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := engines.NewStateTerm(b, be)
+	if err != nil {
+		be.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); be.Close() })
+	return st
+}
+
+// buttonPress is the shipped ButtonPress bundle, whose state term is a
+// trained 256-256 MLP over 8 σ on cond_dim 78: the size of a real one.
+func buttonPress(t testing.TB) string {
+	p := filepath.Join(repoRoot(t), "bundles", "metaworld-button-press")
+	if _, err := os.Stat(filepath.Join(p, "state_energy.onnx")); err != nil {
+		t.Fatalf("bundle with a trained state term missing: %v", err)
+	}
+	return p
+}
+
+// tickCases are the loop configurations of the allocation test and the
+// benchmark: re-score or not, state term (on ONNX Runtime) or not, on the
+// test bundle (the analytic ½‖cond‖² − 1 graph) and on ButtonPress (a
+// trained state term).
+func tickCases(t testing.TB) []struct {
+	name string
+	o    harnessOptions
+} {
+	energyflow, bp := withStateTerm(t, testBundle(t), 7), buttonPress(t)
+	state := []string{"state_energy"}
+	return []struct {
+		name string
+		o    harnessOptions
+	}{
+		{"none", harnessOptions{bundle: testBundle(t)}},
+		{"state", harnessOptions{bundle: energyflow, state: openStateTerm(t, energyflow), watch: state}},
+		{"rescore", harnessOptions{bundle: testBundle(t), scorer: fakeScorer{}, watch: []string{"energy"}}},
+		{"rescore+state", harnessOptions{bundle: energyflow, scorer: fakeScorer{}, state: openStateTerm(t, energyflow), watch: []string{"state_energy", "energy"}}},
+		{"buttonpress", harnessOptions{bundle: bp}},
+		{"buttonpress+state", harnessOptions{bundle: bp, state: openStateTerm(t, bp), watch: state}},
+	}
+}
+
+// A RUNNING tick allocates nothing after warm-up, with the state term
+// evaluated in it (the real ONNX Runtime session) or not.
+func TestTickAllocatesNothing(t *testing.T) {
+	for _, tc := range tickCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLoopHarness(t, tc.o)
+			h.armGate(t)
+			for range 20 {
+				h.step()
+			}
+			if n := testing.AllocsPerRun(100, h.step); n != 0 {
+				t.Errorf("%v allocations per tick, want 0", n)
+			}
+			if st, reason := h.l.Machine().State(); st != StateRunning {
+				t.Fatalf("state %s (%s): the measured ticks were not the running path", st, reason)
+			}
+			h.record = true
+			h.step()
+			if x := h.scores[0][safety.ScoreStateEnergy]; tc.o.state != nil && (math.IsNaN(x) || math.IsInf(x, 0)) {
+				t.Errorf("state energy %v, want this tick's", x)
+			}
+		})
+	}
+}
+
+// BenchmarkTickStateEnergy times one RUNNING tick of each tickCases
+// configuration (fake sampler and scorer, state term on ONNX Runtime with
+// one thread). step/ times the added work alone: cond of the newest
+// observation plus one evaluation.
+//
+//	go test ./runtime -run '^$' -bench TickStateEnergy -count 7
+func BenchmarkTickStateEnergy(b *testing.B) {
+	for _, tc := range tickCases(b) {
+		b.Run("tick/"+tc.name, func(b *testing.B) {
+			h := newLoopHarness(b, tc.o)
+			h.armGate(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.step()
+			}
+			if st, reason := h.l.Machine().State(); st != StateRunning {
+				b.Fatalf("state %s (%s): the measured ticks were not the running path", st, reason)
+			}
+		})
+	}
+	for _, dir := range []string{withStateTerm(b, testBundle(b), 7), buttonPress(b)} {
+		b.Run("step/"+filepath.Base(dir), func(b *testing.B) {
+			h := newLoopHarness(b, harnessOptions{bundle: dir, state: openStateTerm(b, dir), watch: []string{"state_energy"}})
+			scores := safety.NoScores()
+			for range h.l.d.Manifest.ObsHorizon {
+				h.step()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.l.scoreState(h.clk.Now(), &scores)
+			}
+			if math.IsNaN(scores[safety.ScoreStateEnergy]) {
+				b.Fatal("no state energy")
+			}
+		})
+	}
+}
