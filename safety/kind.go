@@ -118,9 +118,9 @@ const (
 	ScoreEnergy   Score = iota // E(a, cond, γ) of the chosen action: "energy"
 	ScoreCentered              // E(a, cond, γ) − mean_m E(ref_m, cond, γ) = −centered reward: "centered_energy"
 	// ScoreStateEnergy is the bundle's optional state term read on the
-	// newest observation alone (max over σ of per-σ z-scores of g(s, σ)),
-	// the same for every action: "state_energy". NaN every tick for a
-	// bundle without it.
+	// newest observation alone (max of z-scores: g(s, σ) per σ and, with
+	// the max_z reading, its transition and RND components), the same for
+	// every action: "state_energy". NaN every tick for a bundle without it.
 	ScoreStateEnergy
 
 	NumScores
