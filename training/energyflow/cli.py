@@ -377,9 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--no-transition", action="store_true",
                     help="g alone: no transition term (the newest frame of cond against its linear "
                          "prediction from the earlier ones; needs T_o >= 2)")
-    se.add_argument("--rnd-steps", type=int, default=3000,
-                    help="training steps of the random network distillation component (3000)")
-    se.add_argument("--no-rnd", action="store_true", help="no random network distillation component")
+    se.add_argument("--rnd-steps", type=int, default=0,
+                    help="add the random network distillation component, trained this many steps (e.g. 3000; "
+                         "0, the default: none — it false-alarmed on the policy's own states in closed loop)")
     se.add_argument("--quiet", action="store_true", help="no progress lines")
     se.set_defaults(func=cmd_state_term)
 

@@ -250,9 +250,9 @@ def test_cli_writes_graph_and_manifest_block(tiny_bundle, data_file, tmp_path, c
     # a second run replaces the block, and inspect lists the graph and still verifies the hashes
     assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS, "--seed", "1"]) == 0
     assert read_manifest(b)["state_energy"]["train"]["seed"] == 1
-    # --no-transition --no-rnd: g alone
+    # --no-transition --rnd-steps 0: g alone
     assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS, "--no-transition",
-                     "--no-rnd"]) == 0
+                     "--rnd-steps", "0"]) == 0
     blk = read_manifest(b, verify=True)["state_energy"]
     assert blk["reading"] == "max_sigma_z" and not {"transition", "rnd", "components"} & set(blk)
     capsys.readouterr()
