@@ -87,6 +87,14 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 		{"scores", func(c *Config) {
 			c.Energy.Scores = []ScoreConfig{{Name: "reward"}, {Name: "energy", Threshold: f64(math.NaN())}, {Name: "energy", Scale: f64(0)}}
 		}, []string{"energy.scores[0].name", "energy.scores[1].threshold", "energy.scores[2].name", "energy.scores[2].scale"}},
+		{"a score's window", func(c *Config) {
+			c.Energy.Scores = []ScoreConfig{{Name: "energy", NOfM: &NOfMConfig{N: 0, M: 5}}, {Name: "state_energy", NOfM: &NOfMConfig{N: 2, M: 65}}}
+		}, []string{"energy.scores[0].n_of_m.n", "energy.scores[1].n_of_m.m"}},
+		{"a score's window under cusum", func(c *Config) {
+			c.Energy.Rule.Kind = RuleCUSUM
+			c.Energy.Rule.CUSUM = CUSUMConfig{Drift: 0.5, Limit: 5}
+			c.Energy.Scores = []ScoreConfig{{Name: "state_energy", NOfM: &NOfMConfig{N: 2, M: 5}}}
+		}, []string{"energy.scores[0].n_of_m"}},
 		{"watchdog", func(c *Config) { c.Watchdog = WatchdogConfig{CameraMaxAge: -1} },
 			[]string{"watchdog.score_max_age", "watchdog.inference_deadline", "watchdog.arm_max_age", "watchdog.loop_max_late", "watchdog.camera_max_age"}},
 		{"events", func(c *Config) { c.Events = EventsConfig{TraceBefore: 0, TraceAfter: 5} },
@@ -218,12 +226,17 @@ func TestResolveThresholds(t *testing.T) {
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"state: block only, no calibration block", watchState(nOfM(3, 5)), withState(nil),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
-		{"state: closed loop for it", watchState(nOfM(3, 5)), withState(withCL("state_energy", 3, 5, bands)),
+		{"state: closed loop for it", watchState(nOfM(3, 5)), withState(withCL("state_energy", 2, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"state: closed loop for energy", watchState(nOfM(3, 5)), withState(withCL("energy", 3, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"state: closed loop for another rule", watchState(nOfM(2, 3)), withState(withCL("state_energy", 3, 5, bands)),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
+		{"state: its own window, the closed loop fitted for it", watchState(nOfM(2, 3), ScoreConfig{Name: "state_energy", NOfM: &NOfMConfig{N: 3, M: 5}}),
+			withState(withCL("state_energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores, NOfM: NOfMConfig{N: 3, M: 5}}}, ""},
+		{"energy: its own window", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", NOfM: &NOfMConfig{N: 1, M: 1}}}, Rule: nOfM(3, 5)}, &cal,
+			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended", NOfM: NOfMConfig{N: 1, M: 1}}}, ""},
 		{"state: another quantile", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Quantile: "99"}), withState(&cal),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 2.9, Source: "state_energy.calibration.quantiles[99]"}}, ""},
 		{"state: override", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Threshold: f64(6)}), nil,
@@ -253,19 +266,19 @@ func TestResolveThresholds(t *testing.T) {
 		{"default: cusum, the state term scaled by its std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withState(&cal),
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Scale: 0.5, Source: "calibration.recommended"},
 				{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
-		{"default: closed loop of the state score, watched once", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("state_energy", 3, 5, bands)),
+		{"default: closed loop of the state score, watched once", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("state_energy", 2, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"default: closed loop of the state score for another rule", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("state_energy", 3, 5, bands)),
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
-				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
 		{"default: no state term, unchanged", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
 			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"default: diffusion, no calibration block", EnergyConfig{Rule: nOfM(3, 5)}, withState(nil),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
-		{"default: diffusion, closed loop of the state score", EnergyConfig{Rule: nOfM(3, 5)}, diffusionCL(3, 5),
+		{"default: diffusion, closed loop of the state score", EnergyConfig{Rule: nOfM(3, 5)}, diffusionCL(2, 5),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"default: diffusion, closed loop for another rule", EnergyConfig{Rule: nOfM(2, 3)}, diffusionCL(3, 5),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
 		{"default: the state term without q99.9", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&cal, &ScoreStats{Std: 1, Quantiles: map[string]float64{"99": 2.9}}), nil,
 			`safety: state_energy.calibration: no threshold for score "state_energy": not set in the config and the bundle's state_energy.calibration has no quantile "99.9" — list "state_energy" in energy.scores with a threshold or quantile`},
 		{"default: cusum, the state term without std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withStats(&cal, &ScoreStats{Quantiles: map[string]float64{"99.9": 4.2}}), nil,
@@ -292,8 +305,16 @@ func TestResolveThresholds(t *testing.T) {
 				t.Fatalf("got %+v", got)
 			}
 			for i := range got {
-				if !reflect.DeepEqual(got[i], tc.want[i]) {
-					t.Fatalf("got %+v, want %+v", got[i], tc.want[i])
+				want := tc.want[i]
+				if tc.e.Rule.Kind == RuleNOfM && want.NOfM == (NOfMConfig{}) {
+					// the window: the rule's, 2 of 5 for the state score
+					want.NOfM = tc.e.Rule.NOfM
+					if want.Score == ScoreStateEnergy {
+						want.NOfM = NOfMConfig{N: 2, M: 5}
+					}
+				}
+				if !reflect.DeepEqual(got[i], want) {
+					t.Fatalf("got %+v, want %+v", got[i], want)
 				}
 			}
 		})

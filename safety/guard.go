@@ -198,7 +198,10 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 			c := cfg.Energy.Rule.CUSUM
 			g.rules = append(g.rules, newCUSUM(t.Value, t.Scale, c.Drift, c.Limit))
 		default:
-			n := cfg.Energy.Rule.NOfM
+			n := t.NOfM
+			if n.M == 0 { // a Threshold built without a window
+				n = cfg.Energy.Rule.NOfM
+			}
 			g.rules = append(g.rules, newNOfM(t.Value, n.N, n.M))
 		}
 	}

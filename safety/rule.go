@@ -83,7 +83,7 @@ func (r *cusum) setThreshold(x float64) { r.threshold = x }
 
 // Replay runs a decision rule over a recorded trace of one score (NaN: no
 // score at that tick, skipped) against th (th.Scale is needed by the CUSUM
-// rule) and returns the indices at which it trips. After each trip the rule
+// rule; th.NOfM, when set, is the score's own n_of_m window) and returns the indices at which it trips. After each trip the rule
 // restarts, as after an accepted reset. Use it to measure the false-trip
 // rate on in-distribution episodes and the detection delay on OOD ones, and
 // to pick a threshold for the rule rather than for single samples.
@@ -122,7 +122,11 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 	if rc.Kind == RuleCUSUM {
 		r = newCUSUM(th.Value, th.Scale, rc.CUSUM.Drift, rc.CUSUM.Limit)
 	} else {
-		r = newNOfM(th.Value, rc.NOfM.N, rc.NOfM.M)
+		w := rc.NOfM
+		if th.NOfM.M > 0 { // the score's own window
+			w = th.NOfM
+		}
+		r = newNOfM(th.Value, w.N, w.M)
 	}
 	var trips []int
 	ticks := th.BandUnit == BandTicks

@@ -119,3 +119,54 @@ func TestFitClosedLoopScoreName(t *testing.T) {
 		t.Errorf("unknown score: %v", err)
 	}
 }
+
+// Each score is judged with its own n_of_m window: state_energy 2 of the
+// last 5 by default (a push lifts it for 1–3 ticks), the energies the
+// rule's 3 of 5, and a score entry's n_of_m overrides either.
+func TestScoreWindows(t *testing.T) {
+	cal := &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10},
+		StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	three := &NOfMConfig{N: 3, M: 5}
+	cases := []struct {
+		name     string
+		scores   []ScoreConfig
+		feed     [][2]float64 // energy, state_energy per tick after arming
+		stopTick int          // index in feed of the stopping tick, -1: none
+		want     Score
+	}{
+		{"state: two spikes in five trip", nil, [][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 1}}, 1, ScoreStateEnergy},
+		{"state: one spike does not", nil, [][2]float64{{1, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 9}}, -1, 0},
+		{"energy: two of five do not", nil, [][2]float64{{50, 1}, {50, 1}, {1, 1}, {1, 1}, {1, 1}}, -1, 0},
+		{"energy: three of five trip", nil, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, 3, ScoreEnergy},
+		{"state: its entry's 3 of 5", []ScoreConfig{{Name: "energy"}, {Name: "state_energy", NOfM: three}},
+			[][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 9}}, 4, ScoreStateEnergy},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Energy.Rule = RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: 3, M: 5}}
+			cfg.Energy.Scores = tc.scores
+			r := newRigCal(t, cfg, cal)
+			quiet := func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = 1, 1 }
+			r.tick(quiet)
+			if err := r.resetAt(quiet); err != nil {
+				t.Fatal(err)
+			}
+			stop := -1
+			var d Decision
+			for i, f := range tc.feed {
+				d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = f[0], f[1] })
+				if d.State == Stopped {
+					stop = i
+					break
+				}
+			}
+			if stop != tc.stopTick {
+				t.Fatalf("stopped at %d (%v %s), want %d", stop, d.Reason.Kind, d.Reason.Message, tc.stopTick)
+			}
+			if stop >= 0 && (d.Reason.Kind != KindEnergy || d.Reason.Score != tc.want) {
+				t.Fatalf("reason %v on %v, want the energy stop on %v", d.Reason.Kind, d.Reason.Score, tc.want)
+			}
+		})
+	}
+}

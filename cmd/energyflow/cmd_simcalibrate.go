@@ -168,7 +168,8 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		results = append(results, r)
 		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d running ticks=%d fresh scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace), fresh)
 	}
-	rule := runtime.DefaultConfig().Safety.Energy.Rule.NOfM
+	// the window the gate judges this score with (state_energy: its own 2 of 5)
+	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
 	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore})
 	if err != nil {
 		return fail(err)
