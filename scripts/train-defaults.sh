@@ -12,15 +12,17 @@
 #
 # EnergyFlow uses the quadratic denoiser energy head (ENERGY_HEAD=denoiser, the
 # default, as for `energyflow train`: log-normal sigma, EDM weighting;
-# docs/evaluation.md, "The energy head"). bundles/metaworld-button-press was
-# made this way; the other shipped EnergyFlow bundles are still the pooled
-# head until they are retrained (docs/evaluation.md says which). A denoiser
+# docs/evaluation.md, "The energy head"). The five shipped Meta-World state
+# bundles were made this way (BinPicking with FORCE=1: it fails the gate's
+# training scenes, 15/20, as its DP does); the camera bundle is still the
+# pooled head. A denoiser
 # bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
 # episodes, bands in running ticks since arming), which its stop then uses:
 # its energy (~1e5 at gamma) rises at the start of an episode where held-out
 # windows cannot see it. Every EnergyFlow state bundle also gets the state
 # term (`energyflow state-term`: state_energy.onnx, docs/safety.md), an
-# out-of-distribution score of the observation alone that the stop can watch.
+# out-of-distribution score of the observation alone (g and the transition
+# component) that the stop watches by default beside the energy.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image)
 #
