@@ -1,0 +1,78 @@
+"""scripts/stop_rules.py: stop rules replayed on sim eval traces as the safety gate applies them."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("stop_rules", ROOT / "scripts" / "stop_rules.py")
+sr = importlib.util.module_from_spec(spec)
+sys.modules["stop_rules"] = sr
+spec.loader.exec_module(sr)
+
+
+def lines(states_scores):
+    return [(st, x) for st, x in states_scores]
+
+
+@pytest.mark.parametrize("spec,scores,want", [
+    ("n_of_m:2:5:5", [1, 9, 1, 1, 9, 1], 4),            # the second exceedance within five fresh scores
+    ("n_of_m:2:5:5", [9, 1, 1, 1, 1, 9], None),         # five apart: never two in the window
+    ("n_of_m:3:5:5", [9, 9, None, 1, 9], 4),            # a tick without a score is skipped
+    ("n_of_m:1:1:8", [7.9, 8.1], 1),
+    ("cusum:4:1:0.5:5", [10, 1], 0),                    # one spike limit·scale above trips at once
+    ("cusum:4:1:0.5:5", [6, 6, 6, 6], 3),               # 1.5 per tick accumulates past 5 at the fourth
+])
+def test_first_trip(spec, scores, want):
+    _, make = sr.parse_rule(spec)
+    trace = [("STOPPED", None)] + [("RUNNING", x) for x in scores]
+    got, _ = sr.first_trip(trace, make)
+    assert got == (None if want is None else want + 1)
+
+
+def test_the_stopping_tick_counts_and_pre_arming_ticks_do_not():
+    _, make = sr.parse_rule("n_of_m:1:1:5")
+    # the tick that decided a stop reads STOPPED; ticks before arming never count
+    trace = [("STOPPED", 99.0), ("RUNNING", 1.0), ("RUNNING", 1.0), ("STOPPED", 7.0)]
+    assert sr.first_trip(trace, make) == (3, 3)
+
+
+def test_onset_line_follows_the_lockstep_bridge():
+    # one environment step per line, one more when the gate arms (after line 2)
+    trace = [("STOPPED", None)] * 3 + [("RUNNING", 1.0)] * 40
+    assert sr.onset_line(trace, 30) == 28
+    assert sr.onset_line(trace, 2) is None              # before arming
+    assert sr.onset_line(trace[:10], 30) is None        # the trace ends first
+
+
+def test_bad_rule_is_one_line():
+    with pytest.raises(SystemExit, match="want n_of_m:N:M:T or cusum"):
+        sr.parse_rule("median:3")
+    with pytest.raises(SystemExit, match="want 1 <= N <= M"):
+        sr.parse_rule("n_of_m:6:5:1")
+
+
+def test_cli_counts_false_trips_and_detections(tmp_path, capsys, monkeypatch):
+    def cell(name, eps):
+        p = tmp_path / name
+        rows = []
+        for ep, scores in enumerate(eps):
+            rows += [{"episode": ep, "tick": 0, "state": "STOPPED", "state_energy": None}]
+            rows += [{"episode": ep, "tick": i + 1, "state": "RUNNING", "state_energy": x} for i, x in enumerate(scores)]
+        p.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return str(p)
+    neg = cell("zero", [[1.0] * 100, [1.0] * 50 + [9.0, 9.0] + [1.0] * 48])
+    push = cell("push", [[1.0] * 29 + [9.0, 9.0] + [1.0] * 20, [1.0] * 60])
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(sys, "argv", ["stop_rules.py", "--negatives", neg, "--faults", push,
+                                      "--rule", "n_of_m:2:5:5", "--rule", "n_of_m:3:5:5", "--json", str(out)])
+    sr.main()
+    r = json.loads(out.read_text())
+    assert r["n_of_m:2:5:5"]["false_trips"] == 1 and r["n_of_m:3:5:5"]["false_trips"] == 0
+    assert r["n_of_m:2:5:5"]["episodes"] == 2 and r["n_of_m:2:5:5"]["running_hours"] == pytest.approx((100 + 52) / 20 / 3600)  # a trip ends its episode
+    f = r["n_of_m:2:5:5"]["faults"][push]
+    assert f["detected"] == 1 and f["of"] == 2
+    assert r["n_of_m:3:5:5"]["faults"][push]["detected"] == 0
+    assert "n_of_m:2:5:5" in capsys.readouterr().out
