@@ -234,7 +234,7 @@ func (g *Guard) message(f *fault) string {
 		if f.note != "" {
 			m = fmt.Sprintf("%s score %.4g vs threshold %.4g: %s — move the scene back toward the demonstrations", f.score, f.value, f.threshold, f.note)
 		} else {
-			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g%s, %s", f.score, f.value, f.threshold, g.bandText(f), g.ruleText())
+			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g%s, %s", f.score, f.value, f.threshold, g.bandText(f), g.ruleText(f.score))
 		}
 	case KindNaN:
 		if f.what == "score" && f.score == ScoreStateEnergy {
@@ -300,11 +300,18 @@ func (g *Guard) bandText(f *fault) string {
 	return ""
 }
 
-// ruleText describes the configured rule for messages.
-func (g *Guard) ruleText() string {
+// ruleText describes the rule that judges score for messages: under
+// n_of_m, the score's own window (state_energy's 2 of 5 by default).
+func (g *Guard) ruleText(score Score) string {
 	r := g.cfg.Energy.Rule
 	if r.Kind == RuleCUSUM {
 		return fmt.Sprintf("CUSUM of the exceedance over limit %g (drift %g)", r.CUSUM.Limit, r.CUSUM.Drift)
 	}
-	return fmt.Sprintf("%d of the last %d scores over it", r.NOfM.N, r.NOfM.M)
+	w := r.NOfM
+	for _, t := range g.thresholds {
+		if t.Score == score && t.NOfM.M > 0 {
+			w = t.NOfM
+		}
+	}
+	return fmt.Sprintf("%d of the last %d scores over it", w.N, w.M)
 }

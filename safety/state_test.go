@@ -133,13 +133,14 @@ func TestScoreWindows(t *testing.T) {
 		feed     [][2]float64 // energy, state_energy per tick after arming
 		stopTick int          // index in feed of the stopping tick, -1: none
 		want     Score
+		window   string // the trip message names the window that judged the score
 	}{
-		{"state: two spikes in five trip", nil, [][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 1}}, 1, ScoreStateEnergy},
-		{"state: one spike does not", nil, [][2]float64{{1, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 9}}, -1, 0},
-		{"energy: two of five do not", nil, [][2]float64{{50, 1}, {50, 1}, {1, 1}, {1, 1}, {1, 1}}, -1, 0},
-		{"energy: three of five trip", nil, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, 3, ScoreEnergy},
+		{"state: two spikes in five trip", nil, [][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 1}}, 1, ScoreStateEnergy, "2 of the last 5 scores"},
+		{"state: one spike does not", nil, [][2]float64{{1, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 9}}, -1, 0, ""},
+		{"energy: two of five do not", nil, [][2]float64{{50, 1}, {50, 1}, {1, 1}, {1, 1}, {1, 1}}, -1, 0, ""},
+		{"energy: three of five trip", nil, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, 3, ScoreEnergy, "3 of the last 5 scores"},
 		{"state: its entry's 3 of 5", []ScoreConfig{{Name: "energy"}, {Name: "state_energy", NOfM: three}},
-			[][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 9}}, 4, ScoreStateEnergy},
+			[][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 9}}, 4, ScoreStateEnergy, "3 of the last 5 scores"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,6 +167,9 @@ func TestScoreWindows(t *testing.T) {
 			}
 			if stop >= 0 && (d.Reason.Kind != KindEnergy || d.Reason.Score != tc.want) {
 				t.Fatalf("reason %v on %v, want the energy stop on %v", d.Reason.Kind, d.Reason.Score, tc.want)
+			}
+			if stop >= 0 && !strings.Contains(d.Reason.Message, tc.window) {
+				t.Errorf("message %q does not name the window %q", d.Reason.Message, tc.window)
 			}
 		})
 	}
