@@ -61,6 +61,24 @@ func (im rgbImage) shade(x, y, w, h int, num int) {
 	}
 }
 
+// appendScore appends x for the overlay's value line with as many decimals
+// as its size leaves room for — 3 below 10, 1 below 1000, none above — so
+// that a policy energy of ~10⁵ and its threshold both fit the bar's width
+// (with 3 decimals the line was clipped inside the threshold's digits); "-"
+// for no score (NaN).
+func appendScore(b []byte, x float64) []byte {
+	switch a := math.Abs(x); {
+	case math.IsNaN(x):
+		return append(b, '-')
+	case a >= 1000:
+		return strconv.AppendFloat(b, x, 'f', 0, 64)
+	case a >= 10:
+		return strconv.AppendFloat(b, x, 'f', 1, 64)
+	default:
+		return strconv.AppendFloat(b, x, 'f', 3, 64)
+	}
+}
+
 // text draws s at (x, y) with glyphs scaled by scale, clipped to maxW pixels
 // (≤ 0: no limit). It returns the width drawn.
 func (im rgbImage) text(x, y, scale int, c rgb, s []byte, maxW int) int {
@@ -330,9 +348,9 @@ func drawOverlay(im rgbImage, d *overlayData) {
 	}
 	txt = append(txt[:0], label...)
 	txt = append(txt, ' ')
-	txt = strconv.AppendFloat(txt, d.energy, 'f', 3, 64)
+	txt = appendScore(txt, d.energy)
 	txt = append(txt, "  THR "...)
-	txt = strconv.AppendFloat(txt, d.threshold, 'f', 3, 64)
+	txt = appendScore(txt, d.threshold)
 	im.text(l.barX, l.valueY, k, colText, txt, l.barW)
 
 	// Energy trace with the threshold line.

@@ -294,3 +294,25 @@ func TestWatchedScoreIsLabelled(t *testing.T) {
 		t.Error("the watched score's label is not drawn")
 	}
 }
+
+// The value line's numbers: decimals by size, and a policy energy of ~10⁵
+// with its threshold fits the bar at the demo's view sizes (with three
+// decimals the threshold used to be cut inside its digits: "THR 12604").
+func TestOverlayValueLineFits(t *testing.T) {
+	for _, tc := range []struct {
+		x    float64
+		want string
+	}{{math.NaN(), "-"}, {5.70381, "5.704"}, {-0.5, "-0.500"}, {73.79, "73.8"}, {126040.23, "126040"}, {-48422.4, "-48422"}} {
+		if got := string(appendScore(nil, tc.x)); got != tc.want {
+			t.Errorf("appendScore(%v) = %q, want %q", tc.x, got, tc.want)
+		}
+	}
+	for _, size := range [][2]int{{320, 240}, {480, 480}} {
+		l := layoutFor(size[0], size[1])
+		k := l.k
+		line := "SE " + string(appendScore(nil, 142248.3)) + "  THR " + string(appendScore(nil, 126040.2))
+		if w := len(line)*(glyphW+1)*k - k; w > l.barW {
+			t.Errorf("%dx%d: %q is %d px wide, the bar %d", size[0], size[1], line, w, l.barW)
+		}
+	}
+}
