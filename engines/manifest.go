@@ -288,6 +288,11 @@ type ClosedLoop struct {
 	FitEpisodes       int              `json:"fit_episodes"`
 	ConformalEpisodes int              `json:"conformal_episodes"`
 	Seeds             [2]int           `json:"seeds"` // first and last episode seed
+	// TripsPerHour > 0: the calibration certified this false-trip rate per
+	// running hour (Alpha derived from it over ConformalHours of conformal
+	// driving); absent: Alpha was given.
+	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
+	ConformalHours float64 `json:"conformal_hours,omitempty"`
 }
 
 // ClosedLoopRule is the decision rule a ClosedLoop is certified for:

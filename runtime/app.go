@@ -388,7 +388,9 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 	if k == c.Steps {
 		return
 	}
-	calibrated := len(cfg.Safety.Energy.Scores) == 0
+	// The default watch set holds an energy unless the bundle's closed-loop
+	// calibration is of the state term, which then is watched alone.
+	calibrated := len(cfg.Safety.Energy.Scores) == 0 && (c.ClosedLoop == nil || c.ClosedLoop.Score != engines.ScoreStateEnergy)
 	for _, s := range cfg.Safety.Energy.Scores {
 		// The state term reads the observation alone: it does not depend on K.
 		calibrated = calibrated || s.Threshold == nil && s.Name != engines.ScoreStateEnergy
@@ -424,7 +426,8 @@ func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 	if cl := c.ClosedLoop; cl != nil {
 		o := &safety.ClosedLoop{Score: cl.Score, Alpha: cl.Alpha, Rule: safety.ClosedLoopRule{Kind: cl.Rule.Kind, N: cl.Rule.N, M: cl.Rule.M},
 			Q: cl.Q, BandUnit: safety.BandUnit(cl.BandUnit), Bands: make([]safety.Band, len(cl.Bands)), Task: cl.Task, Level: cl.Level, RateHz: cl.RateHz, StepsK: cl.StepsK,
-			MaxSteps: cl.MaxSteps, Episodes: cl.Episodes, FitEpisodes: cl.FitEpisodes, ConformalEpisodes: cl.ConformalEpisodes, Seeds: cl.Seeds}
+			MaxSteps: cl.MaxSteps, Episodes: cl.Episodes, FitEpisodes: cl.FitEpisodes, ConformalEpisodes: cl.ConformalEpisodes, Seeds: cl.Seeds,
+			TripsPerHour: cl.TripsPerHour, ConformalHours: cl.ConformalHours}
 		for i, b := range cl.Bands {
 			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
 		}

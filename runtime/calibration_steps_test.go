@@ -30,6 +30,13 @@ func TestWarnCalibrationSteps(t *testing.T) {
 		{name: "K = 10, own threshold", policySteps: 10, calibration: &engines.Calibration{Steps: 20},
 			scores: []safety.ScoreConfig{{Name: "energy", Threshold: &thr}}},
 		{name: "K = 10, energy stop off", policySteps: 10, calibration: &engines.Calibration{Steps: 20}, disabled: true},
+		{name: "K = 10, default watch is the state term's closed loop", policySteps: 10,
+			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "state_energy"}}},
+		{name: "K = 10, energy listed beside the state term's closed loop", policySteps: 10,
+			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "state_energy"}},
+			scores:      []safety.ScoreConfig{{Name: "state_energy"}, {Name: "energy"}}, warn: true},
+		{name: "K = 10, energy's closed loop", policySteps: 10,
+			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "energy"}}, warn: true},
 		{name: "no calibration", policySteps: 10},
 		{name: "calibration without K", policySteps: 10, calibration: &engines.Calibration{}},
 	}

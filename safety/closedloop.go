@@ -38,6 +38,13 @@ type ClosedLoop struct {
 	FitEpisodes       int    `json:"fit_episodes"`       // episodes the bands' mean and std come from
 	ConformalEpisodes int    `json:"conformal_episodes"` // episodes Q comes from
 	Seeds             [2]int `json:"seeds"`              // first and last episode seed
+
+	// TripsPerHour, when > 0, is the false-trip rate the calibration was
+	// asked to certify (ClosedLoopOptions.TripsPerHour): Alpha was derived
+	// from it as TripsPerHour·ConformalHours/ConformalEpisodes, the
+	// conformal episodes' running hours at RateHz. Zero: Alpha was given.
+	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
+	ConformalHours float64 `json:"conformal_hours,omitempty"`
 }
 
 // ClosedLoopRule is the decision rule a ClosedLoop was certified for. Only
@@ -134,6 +141,22 @@ type ClosedLoopOptions struct {
 	// Score is the score the traces hold, written into the result's Score;
 	// the zero value is ScoreEnergy.
 	Score Score
+
+	// TripsPerHour, when > 0, replaces Alpha by a false-trip rate: Alpha
+	// becomes TripsPerHour·H/n_c, H the conformal episodes' running hours
+	// (their trace entries at RateHz, BandTicks only) and n_c their number,
+	// so that a fresh episode trips with probability at most the rate's
+	// share of an average calibration episode. It needs H ≥ about
+	// 1/TripsPerHour hours of conformal driving.
+	TripsPerHour float64
+	// RateHz is the control rate the traces were recorded at (needed with
+	// TripsPerHour).
+	RateHz float64
+	// Standardized fits no bands: the score is already standardized (the
+	// state term's reading is a z-score of held-out demonstration steps),
+	// so there is one band {From 0, Mean 0, Std 1} and every trace is a
+	// conformal episode (FitEpisodes must be 0).
+	Standardized bool
 }
 
 // MinConformalEpisodes returns the fewest conformal episodes that can
@@ -179,6 +202,9 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 // Q, BandUnit, Bands and the episode counts filled; the caller fills the provenance (task, level, rate, K,
 // steps, seeds). Each error is one line saying what to change.
 func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
+	if o.TripsPerHour != 0 {
+		return fitPerHour(traces, o)
+	}
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop alpha %v is not in (0, 1): it is the tolerated trip probability of a fresh level-0 episode, e.g. 0.1", o.Alpha)
 	}
@@ -219,10 +245,14 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		return nil, fmt.Errorf("safety: %d closed-loop episodes: need at least 2 (fit and conformal)", total)
 	}
 	fit := o.FitEpisodes
-	if fit == 0 {
+	switch {
+	case o.Standardized && fit != 0:
+		return nil, fmt.Errorf("safety: %d fit episodes with a standardized score: it fits no bands, every episode is conformal — leave the fit episodes at 0", fit)
+	case o.Standardized:
+	case fit == 0:
 		fit = total / 2
 	}
-	if fit < 1 || fit >= total {
+	if !o.Standardized && (fit < 1 || fit >= total) {
 		return nil, fmt.Errorf("safety: %d fit episodes of %d: need 1 to %d, so that some are left for the conformal quantile", fit, total, total-1)
 	}
 	nc := total - fit
@@ -259,9 +289,12 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		xs[e], at[e] = c, p
 	}
 
-	bands, err := fitBands(xs[:fit], at[:fit], starts, minSamples)
-	if err != nil {
-		return nil, err
+	bands := []Band{{From: 0, Mean: 0, Std: 1}}
+	if !o.Standardized {
+		var err error
+		if bands, err = fitBands(xs[:fit], at[:fit], starts, minSamples); err != nil {
+			return nil, err
+		}
 	}
 
 	scores := make([]float64, nc)
@@ -289,6 +322,58 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		Score: o.Score.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
 		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
 	}, nil
+}
+
+// fitPerHour is FitClosedLoop with o.TripsPerHour: it derives the alpha
+// that makes the expected false trips per running hour of fresh episodes
+// like the conformal ones at most o.TripsPerHour — an episode of the
+// conformal episodes' average length (H/n_c hours) may trip with
+// probability TripsPerHour·H/n_c — and fits with it. The derivation takes
+// the conformal episodes' lengths as those of the episodes to come (their
+// count per hour is estimated from them).
+func fitPerHour(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
+	switch {
+	case !(o.TripsPerHour > 0) || math.IsInf(o.TripsPerHour, 0):
+		return nil, fmt.Errorf("safety: closed-loop false trips per hour %v: expected a finite number > 0, e.g. 1", o.TripsPerHour)
+	case !(o.RateHz > 0) || math.IsInf(o.RateHz, 0):
+		return nil, fmt.Errorf("safety: closed-loop rate %v Hz: a false-trip rate per hour needs the traces' control rate", o.RateHz)
+	case o.BandUnit == BandFreshScores:
+		return nil, fmt.Errorf("safety: a false-trip rate per hour needs traces with one entry per running tick (band unit %q), not %q", BandTicks, BandFreshScores)
+	}
+	fit := o.FitEpisodes
+	if fit == 0 && !o.Standardized {
+		fit = len(traces) / 2
+	}
+	if fit < 0 || fit >= len(traces) {
+		return nil, fmt.Errorf("safety: %d fit episodes of %d: need 0 to %d, so that some are left for the conformal quantile", fit, len(traces), len(traces)-1)
+	}
+	nc := len(traces) - fit
+	ticks := 0
+	for _, tr := range traces[fit:] {
+		ticks += len(tr)
+	}
+	hours := float64(ticks) / o.RateHz / 3600
+	need := 1 / o.TripsPerHour // hours: alpha·n_c ≥ 1 − 1/(n_c+1) ≈ 1
+	alpha := o.TripsPerHour * hours / float64(nc)
+	if alpha >= 1 {
+		return nil, fmt.Errorf("safety: a false-trip rate of %g per hour over %d conformal episodes of %.3g h in all lets every episode trip — ask for a lower rate", o.TripsPerHour, nc, hours)
+	}
+	if alpha <= 0 || nc < MinConformalEpisodes(alpha) {
+		more := 0
+		if nc > 0 && ticks > 0 {
+			more = ceilTol((need - hours) / (hours / float64(nc)))
+		}
+		return nil, fmt.Errorf("safety: %d conformal episodes with %.3g h of running cannot certify a false-trip rate of %g per hour: need at least %.3g h of conformal level-0 driving (about %d more episodes like these), or a higher rate",
+			nc, hours, o.TripsPerHour, need, max(more, 1))
+	}
+	rate := o.TripsPerHour
+	o.Alpha, o.TripsPerHour = alpha, 0
+	cl, err := FitClosedLoop(traces, o)
+	if err != nil {
+		return nil, err
+	}
+	cl.TripsPerHour, cl.ConformalHours = rate, hours
+	return cl, nil
 }
 
 // fitBands pools the fit episodes' fresh scores per band, fresh score j of
@@ -423,6 +508,12 @@ func (c *ClosedLoop) Validate() error {
 	}
 	if !isFinite(c.Q) {
 		bad("q", "got %v, expected a finite number", c.Q)
+	}
+	if c.TripsPerHour < 0 || !isFinite(c.TripsPerHour) {
+		bad("trips_per_hour", "got %v, expected a finite number > 0 (or the key absent: alpha was given)", c.TripsPerHour)
+	}
+	if c.ConformalHours < 0 || !isFinite(c.ConformalHours) {
+		bad("conformal_hours", "got %v, expected a finite number ≥ 0", c.ConformalHours)
 	}
 	if c.BandUnit != "" && !c.BandUnit.valid() {
 		bad("band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when the key is absent)", c.BandUnit, BandTicks, BandFreshScores)

@@ -776,3 +776,112 @@ func jsonUnmarshalStrict(data []byte, v any) error {
 	d.DisallowUnknownFields()
 	return d.Decode(v)
 }
+
+// Per hour: thresholds certified for a false-trip rate (TripsPerHour) on
+// conformal episodes of half an hour at 20 Hz, then an hour of fresh
+// episodes each: the trips per running hour average about the rate — at
+// most it plus the sampling margin, and not trivially below it. The score is
+// standardized (one band, every episode conformal), as the state term's is.
+func TestClosedLoopPerHour(t *testing.T) {
+	const (
+		rate         = 2.0 // false trips per hour to certify
+		hz           = 20.0
+		calibrations = 10
+	)
+	gen := episodeGen{rand.New(rand.NewPCG(2026, 12)), 0.2}
+	z := func(xs []float64) []float64 { // standardize the generator's score
+		for i := range xs {
+			xs[i] = (xs[i] - 100) / 10
+		}
+		return xs
+	}
+	// episodes until their running ticks reach h hours
+	drive := func(h float64) [][]float64 {
+		var out [][]float64
+		for ticks := 0; float64(ticks) < h*3600*hz; {
+			xs := z(gen.episode())
+			out = append(out, xs)
+			ticks += len(xs)
+		}
+		return out
+	}
+	rule := RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: 2, M: 5}}
+	trips, hours := 0, 0.0
+	for c := 0; c < calibrations; c++ {
+		cl, err := FitClosedLoop(drive(0.52), ClosedLoopOptions{TripsPerHour: rate, RateHz: hz, Standardized: true, N: 2, M: 5, Score: ScoreStateEnergy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cl.Bands) != 1 || cl.Bands[0] != (Band{From: 0, Mean: 0, Std: 1, Threshold: cl.Q}) || cl.FitEpisodes != 0 {
+			t.Fatalf("standardized fit: bands %+v, %d fit episodes", cl.Bands, cl.FitEpisodes)
+		}
+		if cl.TripsPerHour != rate || cl.ConformalHours < 0.52 || cl.Alpha != rate*cl.ConformalHours/float64(cl.ConformalEpisodes) {
+			t.Fatalf("provenance: trips_per_hour %v conformal_hours %v alpha %v over %d episodes", cl.TripsPerHour, cl.ConformalHours, cl.Alpha, cl.ConformalEpisodes)
+		}
+		if err := cl.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		th := Threshold{Score: ScoreStateEnergy, Value: cl.Q, Bands: cl.Bands, BandUnit: cl.Unit()}
+		for _, xs := range drive(1) {
+			got, err := Replay(rule, th, xs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) > 0 {
+				trips++
+			}
+			hours += float64(len(xs)) / hz / 3600
+		}
+	}
+	// Each calibration's per-episode trip probability is about Beta(1, n_c)
+	// (q is the largest of n_c ≈ 230 conformal scores): its per-hour rate has
+	// an sd about equal to the rate itself; plus the fresh episodes' count.
+	per := float64(trips) / hours
+	sd := math.Sqrt(rate*rate/calibrations + rate/hours)
+	t.Logf("%d trips in %.2f h of fresh episodes: %.2f per hour (certified %.1f, sd %.2f)", trips, hours, per, rate, sd)
+	if per > rate+3*sd {
+		t.Errorf("%.2f false trips per hour exceeds the certified %.1f by more than 3 sd (%.2f)", per, rate, 3*sd)
+	}
+	if per < rate/5 {
+		t.Errorf("%.2f false trips per hour is below a fifth of the certified %.1f: the threshold is far looser than certified", per, rate)
+	}
+}
+
+func TestFitClosedLoopPerHourErrors(t *testing.T) {
+	eps := func(n, length int) [][]float64 {
+		tr := make([][]float64, n)
+		for e := range tr {
+			tr[e] = make([]float64, length)
+			for i := range tr[e] {
+				tr[e][i] = float64((e*7+i*3)%11) / 3
+			}
+		}
+		return tr
+	}
+	cases := []struct {
+		name   string
+		traces [][]float64
+		o      ClosedLoopOptions
+		want   string
+	}{
+		// 40 episodes of 100 ticks at 20 Hz: 200 s, 0.0556 h
+		{"too short", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, RateHz: 20, Standardized: true},
+			"safety: 40 conformal episodes with 0.0556 h of running cannot certify a false-trip rate of 1 per hour: need at least 1 h of conformal level-0 driving (about 680 more episodes like these), or a higher rate"},
+		{"every episode", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1000, RateHz: 20, Standardized: true}, "lets every episode trip"},
+		{"no rate", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, Standardized: true}, "needs the traces' control rate"},
+		{"negative", eps(40, 100), ClosedLoopOptions{TripsPerHour: -1, RateHz: 20}, "false trips per hour -1"},
+		{"fresh scores", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, RateHz: 20, BandUnit: BandFreshScores}, "one entry per running tick"},
+		{"standardized with fit episodes", eps(40, 100), ClosedLoopOptions{Alpha: 0.1, Standardized: true, FitEpisodes: 5}, "it fits no bands"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := FitClosedLoop(tc.traces, tc.o)
+			if err == nil {
+				t.Fatalf("accepted: %+v", cl)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "safety: ") {
+				t.Fatalf("error %q, want one line with %q", msg, tc.want)
+			}
+		})
+	}
+}

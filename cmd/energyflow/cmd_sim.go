@@ -269,10 +269,11 @@ func resolveBundle(root string, f *simFlags) string {
 // view at this size.
 const simViewWidth, simViewHeight = 480, 480
 
-// startSimBridge starts the bridge for the flags: lockstep for evaluation
-// (episodes truncated at maxSteps; 0: Meta-World's 500), real time at --rate
-// for the demo. view adds the bridge's display view at /view for the live
-// view (demo only).
+// startSimBridge starts the bridge for the flags: lockstep (evaluation, and
+// the demo by default; episodes truncated at maxSteps, 0: Meta-World's 500),
+// or real time on the bridge's own --rate clock (the demo's --realtime).
+// view adds the bridge's display view at /view for the live view (demo
+// only).
 func startSimBridge(ctx context.Context, env *cliEnv, root string, f *simFlags, lockstep bool, maxSteps int, view bool) (*bridge, error) {
 	o := bridgeOptions{root: root, task: f.task, level: f.level, seed: f.seed, mapFile: filepath.Join(root, simMapFile),
 		lockstep: lockstep, maxSteps: maxSteps, camera: f.camera, log: prefixWriter(env.stderr, "bridge: ")}
@@ -319,6 +320,7 @@ func cmdSimDemo(ctx context.Context, env *cliEnv, args []string) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the live view")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	soakReport := fs.String("soak-report", "", "write a soak report (tick jitter, missed deadlines, memory, GC) to this file at exit")
+	realtime := fs.Bool("realtime", false, "run the simulator on its own --rate clock instead of one step per control tick: the two clocks drift, so the arm's state is sometimes read 0 or 2 steps apart, which the state term's transition component sees as motion the arm did not make (docs/sim.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `usage: energyflow sim [flags]          run the simulated robot demo until Ctrl-C
        energyflow sim record [flags]   record scripted demonstrations (HDF5)
@@ -344,7 +346,10 @@ live view, and prints the viewer URL with its token.`)
 	if err := f.prepare(root); err != nil {
 		return fail(err)
 	}
-	b, err := startSimBridge(ctx, env, root, &f, false, 0, *listen != "")
+	// One physics step per control tick (lockstep), paced by the runtime's
+	// real-time loop: the arm's state then moves exactly one period between
+	// reads, as a real arm's does. --realtime keeps the simulator's own clock.
+	b, err := startSimBridge(ctx, env, root, &f, !*realtime, 0, *listen != "")
 	if err != nil {
 		return fail(err)
 	}
@@ -560,6 +565,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	var e evalFlags
 	e.register(fs)
 	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, its calibration's score and, with the state term, state_energy")
+	fs.BoolVar(&e.observeOnly, "observe-only", false, "run the energy stop as an observer: every score is traced (--scores) but none ends an episode, so the traces run to success or the step limit and scripts/stop_rules.py can replay any rule on them; every other stop still acts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -570,6 +576,9 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	root, err := projectRoot()
 	if err != nil {
 		return fail(err)
+	}
+	if e.observeOnly && e.watch != "" {
+		return fail(usageError{fmt.Errorf("--watch %q with --observe-only: an observing stop watches nothing; drop one of them", e.watch)})
 	}
 	if err := e.prepare(root); err != nil {
 		return fail(err)
@@ -875,6 +884,7 @@ type evalSummary struct {
 	Task      string  `json:"task"`
 	Level     string  `json:"level"`
 	Bundle    string  `json:"bundle"`
+	RateHz    float64 `json:"rate_hz"` // the control rate (--rate)
 	Steps     int     `json:"steps_k"`
 	MaxSteps  int     `json:"max_steps"` // the episode step limit (--max-steps)
 	Episodes  int     `json:"episodes"`
@@ -931,7 +941,7 @@ func (s evalSummary) String() string {
 }
 
 func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
-	s := evalSummary{Task: f.task, Level: f.level, Bundle: f.bundle, Steps: f.steps, Episodes: len(rs), Trips: trips, Results: rs}
+	s := evalSummary{Task: f.task, Level: f.level, Bundle: f.bundle, RateHz: f.rate, Steps: f.steps, Episodes: len(rs), Trips: trips, Results: rs}
 	if len(rs) > 0 {
 		s.Watch = rs[0].watch
 	}

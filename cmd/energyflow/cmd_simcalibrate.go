@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/energyflow/edge/engines"
@@ -28,11 +30,20 @@ const defaultCalibrateSeed = 2000
 // (task, bundle, rate, K, step limit) plus the conformal level.
 type calibrateFlags struct {
 	evalFlags
-	alpha       float64
-	fitEpisodes int    // episodes that fit the bands' mean and std; the rest set q
-	dryRun      bool   // fit and report, leave the bundle alone
-	score       string // the score the bands are fitted on: energy or state_energy
+	alpha        float64
+	tripsPerHour float64 // > 0: certify this false-trip rate per running hour instead of alpha
+	traces       string  // comma-separated sim eval --scores files to fit on instead of driving
+	fitEpisodes  int     // episodes that fit the bands' mean and std; the rest set q
+	dryRun       bool    // fit and report, leave the bundle alone
+	score        string  // the score the bands are fitted on: energy or state_energy
+	set          map[string]bool
 }
+
+// standardized: the state score is a z-score of held-out demonstration
+// steps with no start transient of its own (it does not depend on the
+// sampler), so it is calibrated as one band, every episode conformal; bands
+// in time would make the threshold depend on when a fault comes.
+func (c *calibrateFlags) standardized() bool { return c.score == engines.ScoreStateEnergy }
 
 // calibrateScores are the scores sim calibrate fits bands on.
 const calibrateScores = "energy state_energy"
@@ -48,7 +59,9 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.alpha, "alpha", 0.1, "false-alarm level: a fresh level-0 episode trips the energy stop with probability at most alpha")
 	fs.IntVar(&c.fitEpisodes, "fit-episodes", 0, "episodes that fit each band's mean and std (0: half of --episodes); the others set the conformal quantile")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
-	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md)")
+	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md; one band, every episode conformal)")
+	fs.Float64Var(&c.tripsPerHour, "trips-per-hour", 0, "certify a false-trip rate per running hour instead of --alpha: drives level-0 episodes until the conformal ones add up to 1/RATE hours (e.g. 1: an hour), or fits on --traces")
+	fs.StringVar(&c.traces, "traces", "", "fit on recorded level-0 traces instead of driving: comma-separated `sim eval --observe-only --scores` files (each with its --json summary beside it as FILE.json without the l), e.g. from scripts/level0_hours.sh")
 }
 
 // prepare checks every flag before the bridge starts: a calibration that
@@ -61,18 +74,20 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.fault != "" {
 		errs = append(errs, usageError{fmt.Errorf("--fault %s: calibration drives episodes without faults; drop --fault", c.fault)})
 	}
-	if !(c.alpha > 0 && c.alpha < 1) {
+	perHour := c.tripsPerHour != 0
+	switch {
+	case perHour && c.set["alpha"]:
+		errs = append(errs, usageError{fmt.Errorf("--alpha %v with --trips-per-hour %v: give one false-alarm level, per episode or per hour", c.alpha, c.tripsPerHour)})
+	case perHour && !(c.tripsPerHour > 0 && !math.IsInf(c.tripsPerHour, 0)):
+		errs = append(errs, usageError{fmt.Errorf("--trips-per-hour %v: must be a number > 0, e.g. 1", c.tripsPerHour)})
+	case !perHour && !(c.alpha > 0 && c.alpha < 1):
 		errs = append(errs, usageError{fmt.Errorf("--alpha %v: must be in (0, 1), e.g. 0.1", c.alpha)})
 	}
-	if c.episodes < 2 {
+	if c.traces != "" && c.set["episodes"] {
+		errs = append(errs, usageError{fmt.Errorf("--episodes %d with --traces: the traces' episodes are the calibration's; drop --episodes", c.episodes)})
+	}
+	if c.episodes < 2 && c.traces == "" {
 		errs = append(errs, usageError{fmt.Errorf("--episodes %d: must be at least 2 (fit and conformal episodes)", c.episodes)})
-	}
-	halves := c.fitEpisodes == 0 // the default split: half fit, half conformal
-	if halves {
-		c.fitEpisodes = c.episodes / 2
-	}
-	if c.fitEpisodes < 1 || c.fitEpisodes >= c.episodes {
-		errs = append(errs, usageError{fmt.Errorf("--fit-episodes %d: must be in 1..%d (fewer than --episodes %d)", c.fitEpisodes, c.episodes-1, c.episodes)})
 	}
 	if sc, err := oneOf("--score", "score to calibrate", c.score, calibrateScores, strings.ToLower); err != nil {
 		errs = append(errs, err)
@@ -80,10 +95,30 @@ func (c *calibrateFlags) prepare(root string) error {
 		c.score = sc
 		c.traceScore, _ = safety.ParseScore(sc)
 	}
+	halves := c.fitEpisodes == 0 // the default split: half fit, half conformal
+	switch {
+	case c.standardized() && c.set["fit-episodes"]:
+		errs = append(errs, usageError{fmt.Errorf("--fit-episodes %d with --score state_energy: the state score is standardized and calibrated as one band, every episode conformal; drop --fit-episodes", c.fitEpisodes)})
+	case c.standardized():
+		c.fitEpisodes = 0
+	case halves && c.traces == "":
+		c.fitEpisodes = c.episodes / 2
+	}
+	if !c.standardized() && c.traces == "" && (c.fitEpisodes < 1 || c.fitEpisodes >= c.episodes) {
+		errs = append(errs, usageError{fmt.Errorf("--fit-episodes %d: must be in 1..%d (fewer than --episodes %d)", c.fitEpisodes, c.episodes-1, c.episodes)})
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if need := safety.MinConformalEpisodes(c.alpha); c.episodes-c.fitEpisodes < need {
+	fit := c.fitEpisodes
+	if c.standardized() {
+		fit = 0
+	}
+	if need := safety.MinConformalEpisodes(c.alpha); !perHour && c.traces == "" && c.episodes-fit < need {
+		if c.standardized() {
+			return usageError{fmt.Errorf("--episodes %d cannot certify --alpha %v: the state score needs at least %d conformal episodes (pass --episodes %d, or a larger --alpha)",
+				c.episodes, c.alpha, need, need)}
+		}
 		enough := c.fitEpisodes + need
 		if halves {
 			enough = 2 * need
@@ -131,6 +166,8 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return exitUsage
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	fail := func(err error) int { return report(env, "energyflow sim calibrate", err) }
 	root, err := projectRoot()
 	if err != nil {
@@ -139,43 +176,29 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	if err := c.prepare(root); err != nil {
 		return fail(err)
 	}
-	c.observeOnly = true
-	b, err := startSimBridge(ctx, env, root, &c.simFlags, true, c.maxSteps, false)
+	var (
+		traces  [][]float64
+		results []evalResult
+		prov    provenance
+	)
+	if c.traces != "" {
+		traces, prov, err = readTraces(c.traces, c.score, c.rate)
+	} else {
+		traces, results, err = c.drive(ctx, env, root)
+		prov = provenance{task: c.task, steps: c.steps, maxSteps: c.maxSteps, seeds: [2]int{c.seed, c.seed + len(traces) - 1}}
+	}
 	if err != nil {
 		return fail(err)
-	}
-	defer b.Close()
-	scoreFile, closeScores, err := createScores(c.scores)
-	if err != nil {
-		return fail(err)
-	}
-	defer closeScores()
-	traces := make([][]float64, 0, c.episodes)
-	results := make([]evalResult, 0, c.episodes)
-	for ep := 0; ep < c.episodes; ep++ {
-		if ctx.Err() != nil {
-			return fail(fmt.Errorf("interrupted after %d of %d episodes: nothing written", ep, c.episodes))
-		}
-		r, err := evalEpisode(ctx, env, root, &c.evalFlags, b, ep, scoreFile)
-		if err != nil {
-			return fail(fmt.Errorf("episode %d: %w", ep, err))
-		}
-		fresh := freshScores(r.trace)
-		if fresh == 0 {
-			return fail(fmt.Errorf("episode %d (seed %d): no fresh %s score on any of its %d running ticks; nothing written", ep, r.Seed, c.score, len(r.trace)))
-		}
-		traces = append(traces, r.trace)
-		results = append(results, r)
-		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d running ticks=%d fresh scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace), fresh)
 	}
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
-	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore})
+	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
+		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore})
 	if err != nil {
 		return fail(err)
 	}
-	cl.Task, cl.Level, cl.RateHz, cl.StepsK, cl.MaxSteps = c.task, c.level, c.rate, c.steps, c.maxSteps
-	cl.Seeds = [2]int{c.seed, c.seed + c.episodes - 1}
+	cl.Task, cl.Level, cl.RateHz, cl.StepsK, cl.MaxSteps = prov.task, "0", c.rate, prov.steps, prov.maxSteps
+	cl.Seeds = prov.seeds
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
 	if c.summary != "" {
 		s := summarize(c.simFlags, results, map[string]int{})
@@ -202,6 +225,180 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	return exitOK
 }
 
+// drive runs the calibration's level-0 episodes with the energy stop
+// observing only: --episodes of them, or with --trips-per-hour as many as
+// it takes for the conformal ones to add up to 1/rate running hours (2 %
+// over, so that rounding cannot leave them short).
+func (c *calibrateFlags) drive(ctx context.Context, env *cliEnv, root string) ([][]float64, []evalResult, error) {
+	c.observeOnly = true
+	b, err := startSimBridge(ctx, env, root, &c.simFlags, true, c.maxSteps, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer b.Close()
+	scoreFile, closeScores, err := createScores(c.scores)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeScores()
+	fit := c.fitEpisodes
+	if c.standardized() {
+		fit = 0
+	}
+	needTicks := 0 // conformal running ticks to reach, with --trips-per-hour
+	if c.tripsPerHour > 0 {
+		needTicks = int(math.Ceil(1.02 / c.tripsPerHour * 3600 * c.rate))
+		fmt.Fprintf(env.stderr, "driving until the conformal episodes add up to %.3g running hours (%d ticks at %g Hz) for %g false trips per hour\n",
+			float64(needTicks)/c.rate/3600, needTicks, c.rate, c.tripsPerHour)
+	}
+	var traces [][]float64
+	var results []evalResult
+	conformalTicks := 0
+	for ep := 0; ; ep++ {
+		if needTicks > 0 && ep >= fit+2 && conformalTicks >= needTicks || needTicks == 0 && ep >= c.episodes {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("interrupted after %d episodes: nothing written", ep)
+		}
+		r, err := evalEpisode(ctx, env, root, &c.evalFlags, b, ep, scoreFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("episode %d: %w", ep, err)
+		}
+		fresh := freshScores(r.trace)
+		if fresh == 0 {
+			return nil, nil, fmt.Errorf("episode %d (seed %d): no fresh %s score on any of its %d running ticks; nothing written", ep, r.Seed, c.score, len(r.trace))
+		}
+		traces = append(traces, r.trace)
+		results = append(results, r)
+		if ep >= fit {
+			conformalTicks += len(r.trace)
+		}
+		fmt.Fprintf(env.stderr, "episode %d seed %d: success=%v steps=%d running ticks=%d fresh scores=%d\n", ep, r.Seed, r.Success, r.Steps, len(r.trace), fresh)
+	}
+	return traces, results, nil
+}
+
+// provenance is where a calibration's traces come from.
+type provenance struct {
+	task            string // the task, or the tasks of recorded traces, comma-separated
+	steps, maxSteps int    // K and the step limit; 0 when recorded traces differ in them
+	seeds           [2]int // the first and last episode seed
+}
+
+// readTraces reads recorded level-0 traces for sim calibrate --traces:
+// each comma-separated FILE is a `sim eval --scores` file, FILE's --json
+// summary (FILE less its final "l": x.jsonl → x.json) beside it says what
+// was driven. Each episode's trace is the score of every RUNNING tick after
+// the one that armed the gate, NaN without a fresh score, as sim calibrate
+// records it while driving. Faulted or shifted episodes, or a control rate
+// other than rate, are refused.
+func readTraces(list, score string, rate float64) ([][]float64, provenance, error) {
+	var (
+		traces [][]float64
+		p      = provenance{seeds: [2]int{math.MaxInt, math.MinInt}}
+		tasks  []string
+		first  = true
+	)
+	for _, path := range strings.Split(list, ",") {
+		path = strings.TrimSpace(path)
+		sumPath := strings.TrimSuffix(path, "l")
+		if sumPath == path || !strings.HasSuffix(sumPath, ".json") {
+			return nil, p, usageError{fmt.Errorf("--traces %s: expected a .jsonl per-tick scores file (sim eval --scores) with its .json summary beside it", path)}
+		}
+		var sum evalSummary
+		raw, err := os.ReadFile(sumPath)
+		if err == nil {
+			err = json.Unmarshal(raw, &sum)
+		}
+		if err != nil {
+			return nil, p, fmt.Errorf("--traces %s: its summary %s: %w", path, sumPath, err)
+		}
+		switch {
+		case sum.Level != "0":
+			return nil, p, usageError{fmt.Errorf("--traces %s: level %s, calibration needs level-0 (in-distribution) episodes", path, sum.Level)}
+		case sum.RateHz != 0 && sum.RateHz != rate:
+			return nil, p, usageError{fmt.Errorf("--traces %s: recorded at %g Hz, not --rate %g", path, sum.RateHz, rate)}
+		}
+		for _, r := range sum.Results {
+			if r.Fault != "" {
+				return nil, p, usageError{fmt.Errorf("--traces %s: episode %d has the fault %s, calibration needs episodes without faults", path, r.Episode, r.Fault)}
+			}
+		}
+		eps, err := readScoreLines(path, score)
+		if err != nil {
+			return nil, p, err
+		}
+		if len(eps) != sum.Episodes {
+			return nil, p, fmt.Errorf("--traces %s: %d episodes of scores, its summary says %d", path, len(eps), sum.Episodes)
+		}
+		traces = append(traces, eps...)
+		if !slices.Contains(tasks, sum.Task) {
+			tasks = append(tasks, sum.Task)
+		}
+		if first {
+			p.steps, p.maxSteps, first = sum.Steps, sum.MaxSteps, false
+		}
+		if sum.Steps != p.steps {
+			p.steps = 0
+		}
+		if sum.MaxSteps != p.maxSteps {
+			p.maxSteps = 0
+		}
+		for _, r := range sum.Results {
+			p.seeds[0], p.seeds[1] = min(p.seeds[0], r.Seed), max(p.seeds[1], r.Seed)
+		}
+	}
+	p.task = strings.Join(tasks, ",")
+	return traces, p, nil
+}
+
+// readScoreLines is the per-episode traces of score in a sim eval --scores
+// file, in episode order (see readTraces).
+func readScoreLines(path, score string) ([][]float64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--traces: %w", err)
+	}
+	defer fh.Close()
+	var (
+		out        [][]float64
+		cur        = -1
+		wasRunning bool
+	)
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("--traces %s:%d: %w", path, n, err)
+		}
+		ep, ok := l["episode"].(float64)
+		st, ok2 := l["state"].(string)
+		x, has := l[score]
+		if !ok || !ok2 || !has {
+			return nil, fmt.Errorf("--traces %s:%d: want a sim eval --scores line with episode, state and %s", path, n, score)
+		}
+		if int(ep) != cur {
+			cur, wasRunning = int(ep), false
+			out = append(out, nil)
+		}
+		v := math.NaN()
+		if f, ok := x.(float64); ok {
+			v = f
+		}
+		running := st == safety.Running.String()
+		if running && wasRunning {
+			out[len(out)-1] = append(out[len(out)-1], v)
+		}
+		wasRunning = running
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--traces %s: %w", path, err)
+	}
+	return out, nil
+}
+
 // freshScores counts the fresh scores of a per-tick trace (its finite
 // entries; NaN: a running tick without one).
 func freshScores(trace []float64) int {
@@ -225,9 +422,17 @@ func bandUnitText(unit string) string {
 // printClosedLoop prints the fitted thresholds and how many calibration
 // episodes each part would have tripped with them.
 func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [][]float64, rule safety.NOfMConfig) {
-	fmt.Fprintf(w, "bundle %s: closed-loop calibration on %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d): %d fit the bands, %d set q; score %s\n",
-		bundle, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.FitEpisodes, cl.ConformalEpisodes, cl.Score)
-	fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
+	split := fmt.Sprintf("%d fit the bands, %d set q", cl.FitEpisodes, cl.ConformalEpisodes)
+	if cl.FitEpisodes == 0 {
+		split = fmt.Sprintf("one band (the score is standardized), %d set q", cl.ConformalEpisodes)
+	}
+	fmt.Fprintf(w, "bundle %s: closed-loop calibration on %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d): %s; score %s\n",
+		bundle, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, split, cl.Score)
+	if cl.TripsPerHour > 0 {
+		fmt.Fprintf(w, "certified for %g false trips per running hour: the %d conformal episodes ran %.3g h, so alpha = %.4g per episode\n",
+			cl.TripsPerHour, cl.ConformalEpisodes, cl.ConformalHours, cl.Alpha)
+	}
+	fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %.4g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
 	ticks, fresh := 0, 0
 	for _, tr := range traces {
 		ticks += len(tr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -120,5 +121,77 @@ func TestClosedLoopPrintoutsNameTheUnit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sim calibrate --traces fits on recorded sim eval traces: each episode's
+// trace is its score on every RUNNING tick after the arming one (NaN for a
+// tick without one), and the provenance comes from the summaries beside the
+// files. Shifted, faulted or other-rate recordings are refused in one line.
+func TestReadTraces(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, sum map[string]any, lines []string) string {
+		base := filepath.Join(dir, name)
+		data, _ := json.Marshal(sum)
+		if err := os.WriteFile(base+".json", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(base+".jsonl", []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return base + ".jsonl"
+	}
+	line := func(ep int, state string, x any) string {
+		b, _ := json.Marshal(map[string]any{"episode": ep, "state": state, "state_energy": x, "energy": 1.0})
+		return string(b)
+	}
+	good := write("button-press_3000", map[string]any{"task": "button-press", "level": "0", "rate_hz": 20, "steps_k": 20, "max_steps": 500, "episodes": 2,
+		"results": []map[string]any{{"episode": 0, "seed": 3000}, {"episode": 1, "seed": 3001}}},
+		[]string{line(0, "STOPPED", nil), line(0, "RUNNING", 9.0), line(0, "RUNNING", 1.0), line(0, "RUNNING", nil), line(0, "RUNNING", 2.0),
+			line(1, "STOPPED", 0.5), line(1, "RUNNING", 7.0), line(1, "RUNNING", 3.0), line(1, "STOPPED", 4.0)})
+	other := write("hammer_3000", map[string]any{"task": "hammer", "level": "0", "steps_k": 10, "max_steps": 500, "episodes": 1,
+		"results": []map[string]any{{"episode": 0, "seed": 3100}}},
+		[]string{line(0, "RUNNING", 1.0), line(0, "RUNNING", 2.0)})
+	traces, p, err := readTraces(good+","+other, "state_energy", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float64{{1, math.NaN(), 2}, {3}, {2}}
+	if len(traces) != len(want) {
+		t.Fatalf("traces %v, want %v", traces, want)
+	}
+	for e := range want {
+		if len(traces[e]) != len(want[e]) {
+			t.Fatalf("trace %d = %v, want %v", e, traces[e], want[e])
+		}
+		for i, x := range want[e] {
+			if g := traces[e][i]; g != x && !(math.IsNaN(g) && math.IsNaN(x)) {
+				t.Fatalf("trace %d = %v, want %v", e, traces[e], want[e])
+			}
+		}
+	}
+	if p.task != "button-press,hammer" || p.steps != 0 || p.maxSteps != 500 || p.seeds != [2]int{3000, 3100} {
+		t.Errorf("provenance %+v", p)
+	}
+
+	shifted := write("shifted", map[string]any{"task": "button-press", "level": "L", "episodes": 0}, nil)
+	faulted := write("faulted", map[string]any{"task": "button-press", "level": "0", "episodes": 1,
+		"results": []map[string]any{{"episode": 0, "seed": 1, "fault": "push"}}}, []string{line(0, "RUNNING", 1.0)})
+	fast := write("fast", map[string]any{"task": "button-press", "level": "0", "rate_hz": 50, "episodes": 0}, nil)
+	short := write("short", map[string]any{"task": "button-press", "level": "0", "episodes": 3}, []string{line(0, "RUNNING", 1.0)})
+	for _, tc := range []struct{ list, want string }{
+		{shifted, "level L, calibration needs level-0"},
+		{faulted, "has the fault push, calibration needs episodes without faults"},
+		{fast, "recorded at 50 Hz, not --rate 20"},
+		{short, "1 episodes of scores, its summary says 3"},
+		{filepath.Join(dir, "nope.jsonl"), "its summary"},
+		{filepath.Join(dir, "scores.txt"), "expected a .jsonl per-tick scores file"},
+	} {
+		if _, _, err := readTraces(tc.list, "state_energy", 20); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("readTraces(%s): %v, want one line with %q", filepath.Base(tc.list), err, tc.want)
+		}
+	}
+	if _, _, err := readTraces(good, "centered", 20); err == nil || !strings.Contains(err.Error(), "want a sim eval --scores line with episode, state and centered") {
+		t.Errorf("a score the lines lack: %v", err)
 	}
 }

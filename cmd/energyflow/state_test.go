@@ -120,7 +120,8 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 
 // TestSimCalibrateStateScore drives short level-0 episodes of a ButtonPress
 // bundle given the analytic state term: sim calibrate --score state_energy
-// fits and writes bands of the state score, and the per-tick scores file
+// fits and writes the state score's threshold (one standardized band, every
+// episode conformal), and the per-tick scores file
 // carries state_energy next to the energies.
 func TestSimCalibrateStateScore(t *testing.T) {
 	if testing.Short() {
@@ -138,7 +139,7 @@ func TestSimCalibrateStateScore(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("sim calibrate exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "2 fit the bands, 2 set q; score state_energy") || !strings.Contains(out.String(), "wrote calibration.closed_loop") {
+	if !strings.Contains(out.String(), "one band (the score is standardized), 4 set q; score state_energy") || !strings.Contains(out.String(), "wrote calibration.closed_loop") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	b, err := engines.LoadBundle(bundle)
@@ -146,8 +147,9 @@ func TestSimCalibrateStateScore(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := b.Manifest.Calibration.ClosedLoop
-	if cl == nil || cl.Score != "state_energy" || cl.Bands[0].Mean < -1 {
-		t.Fatalf("closed_loop %+v (the analytic state energy is ≥ −1)", cl)
+	if cl == nil || cl.Score != "state_energy" || len(cl.Bands) != 1 || cl.Bands[0].Mean != 0 || cl.Bands[0].Std != 1 || cl.FitEpisodes != 0 ||
+		cl.Bands[0].Threshold != cl.Q || cl.Q < -1 {
+		t.Fatalf("closed_loop %+v: want one standardized band, q the threshold (the analytic state energy is ≥ −1)", cl)
 	}
 	lines, err := os.ReadFile(scores)
 	if err != nil {
