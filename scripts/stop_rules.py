@@ -24,6 +24,15 @@ environment step per tick and one more when the gate arms
 cell's own stop ended the episode: a rule that would trip later is not
 seen (counted as not detected, and the episode as censored when the trace
 ended within the window).
+
+Traces recorded with the stop observing only (`sim eval --observe-only`,
+scripts/level0_hours.sh) run on past a trip: for them the table adds every
+trip of the whole traces, the rule started afresh after each as after an
+operator's reset, per running hour. --fit N:M prints, per task (from the
+cell names) and pooled, the lowest threshold at which n_of_m:N:M trips on
+none of the --negatives: under exchangeable episodes, a threshold fitted so
+on H running hours keeps the expected false trips of fresh driving at most
+1/H per hour (docs/safety.md, "Per hour").
 """
 from __future__ import annotations
 
@@ -98,6 +107,71 @@ def first_trip(lines: List[Line], make: Callable[[], Callable[[float], bool]]) -
     return None, running
 
 
+def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]]) -> Tuple[int, int]:
+    """Every trip of a whole trace, the rule started afresh after each (as after an operator's reset),
+    and the running lines seen: for traces recorded with the stop observing only (sim eval
+    --observe-only), which run on past a trip."""
+    observe = make()
+    trips = running = 0
+    for i, (state, x) in enumerate(lines):
+        if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
+            continue
+        running += 1
+        if x is not None and math.isfinite(x) and observe(x):
+            trips += 1
+            observe = make()
+    return trips, running
+
+
+def critical(lines: List[Line], n: int, m: int) -> float:
+    """The largest threshold at which n_of_m:N:M trips on the trace: the maximum over windows of the
+    N-th largest of the last M fresh scores (the rule trips iff N of them are above T). Any T at or
+    above it never trips the trace; -inf when no window holds N fresh scores."""
+    window: List[float] = []
+    worst = -math.inf
+    for i, (state, x) in enumerate(lines):
+        if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
+            continue
+        if x is None or not math.isfinite(x):
+            continue
+        window.append(x)
+        del window[:-m]
+        if len(window) >= n:
+            worst = max(worst, sorted(window, reverse=True)[n - 1])
+    return worst
+
+
+def task_of(cell: str) -> str:
+    """The task of a cell path: level0_hours.sh names chunks <task>_<seed>, evaluate.sh cells
+    <policy>_<task>_<level>_K<k>."""
+    name = Path(cell).name
+    parts = name.split("_")
+    if len(parts) >= 4 and parts[-1].startswith("K"):
+        return parts[1]
+    return name.rsplit("_", 1)[0]
+
+
+def fit(neg: Dict[str, Dict[int, List[Line]]], n: int, m: int, rate: float) -> Dict[str, Dict]:
+    """Per task and pooled: the running hours and, over episodes, the critical values of n_of_m:N:M
+    (critical()). The largest is the lowest threshold with no trip on these traces; under exchangeable
+    episodes it is the split-conformal threshold whose expected false trips per hour are at most
+    1 / (the hours it was fitted on) (docs/safety.md, "Per hour")."""
+    groups: Dict[str, List[Tuple[float, int]]] = defaultdict(list)
+    for cell, eps in neg.items():
+        for lines in eps.values():
+            _, run = all_trips(lines, lambda: (lambda x: False))
+            groups[task_of(cell)].append((critical(lines, n, m), run))
+    groups["all"] = [v for k in list(groups) for v in groups[k]]
+    out: Dict[str, Dict] = {}
+    for k, vals in groups.items():
+        cs = sorted(c for c, _ in vals if math.isfinite(c))
+        hours = sum(r for _, r in vals) / rate / 3600
+        out[k] = {"episodes": len(vals), "running_hours": hours, "max": cs[-1] if cs else None,
+                  "second": cs[-2] if len(cs) > 1 else None,
+                  "q99": cs[min(len(cs) - 1, math.ceil(0.99 * len(cs)) - 1)] if cs else None}
+    return out
+
+
 def onset_line(lines: List[Line], fault_step: int) -> Optional[int]:
     """The line from which the fault is in the world (None: not armed before it, or the trace ended first)."""
     armed = next((i - 1 for i, (s, _) in enumerate(lines) if s == "RUNNING"), None)
@@ -115,16 +189,35 @@ def main() -> None:
     ap.add_argument("--score", default="state_energy", choices=["energy", "centered_energy", "state_energy"])
     ap.add_argument("--negatives", nargs="+", required=True, help="level-0 cells (paths without .jsonl)")
     ap.add_argument("--faults", nargs="*", default=[], help="fault cells (paths without .jsonl)")
-    ap.add_argument("--rule", action="append", required=True, help="n_of_m:N:M:T or cusum:T:SCALE:DRIFT:LIMIT")
+    ap.add_argument("--rule", action="append", default=[], help="n_of_m:N:M:T or cusum:T:SCALE:DRIFT:LIMIT")
     ap.add_argument("--fault-step", type=int, default=30)
     ap.add_argument("--within", type=int, default=20, help="detection window after the onset, ticks")
     ap.add_argument("--rate", type=float, default=20.0, help="control rate of the cells, Hz")
+    ap.add_argument("--fit", default="", metavar="N:M",
+                    help="also print, per task and pooled, the lowest threshold at which n_of_m:N:M trips on none "
+                         "of the --negatives, with their running hours")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
+    if not a.rule and not a.fit:
+        raise SystemExit("stop_rules.py: give at least one --rule, or --fit N:M")
     rules = [parse_rule(r) for r in a.rule]
     neg = {c: load(c, a.score) for c in a.negatives}
     pos = {c: load(c, a.score) for c in a.faults}
     out: Dict[str, Dict] = {}
+    if a.fit:
+        try:
+            n, m = (int(v) for v in a.fit.split(":"))
+        except ValueError:
+            raise SystemExit(f"stop_rules.py: --fit {a.fit!r}: want N:M, e.g. 2:5")
+        if not 1 <= n <= m:
+            raise SystemExit(f"stop_rules.py: --fit {a.fit!r}: want 1 <= N <= M")
+        fits = fit(neg, n, m, a.rate)
+        out["fit"] = {"n": n, "m": m, "groups": fits}
+        print(f"n_of_m {n}/{m}: lowest threshold with no trip (the largest per-episode critical value)")
+        for k, f in fits.items():
+            mx = "-" if f["max"] is None else f"{f['max']:.3f}"
+            sec = "-" if f["second"] is None else f"{f['second']:.3f}"
+            print(f"  {k:14s} {f['episodes']:5d} episodes {f['running_hours']:7.3f} h  max {mx:>9s}  second {sec:>9s}")
     head = f"{'rule':28s} {'level-0 false trips':>22s} {'per hour':>9s}" + "".join(
         f" {Path(c).name.split('_')[-1] + ' within ' + str(a.within):>24s}" for c in a.faults)
     print(f"score {a.score}; {sum(len(e) for e in neg.values())} level-0 episodes, "
@@ -139,8 +232,17 @@ def main() -> None:
                 ticks += r
                 eps += 1
         hours = ticks / a.rate / 3600
+        every, full = 0, 0  # every trip of the whole traces, the rule restarted after each
+        for cell in neg.values():
+            for lines in cell.values():
+                t, r = all_trips(lines, make)
+                every += t
+                full += r
+        full_h = full / a.rate / 3600
         row = {"false_trips": trips, "episodes": eps, "running_hours": hours,
-               "per_hour": trips / hours if hours else None, "faults": {}}
+               "per_hour": trips / hours if hours else None,
+               "all_trips": every, "all_running_hours": full_h, "all_per_hour": every / full_h if full_h else None,
+               "faults": {}}
         cols = []
         for c, cell in pos.items():
             delays, censored, n = [], 0, 0
@@ -160,6 +262,9 @@ def main() -> None:
         out[spec] = row
         per_h = f"{row['per_hour']:.1f}" if row["per_hour"] is not None else "-"
         print(f"{spec:28s} {f'{trips}/{eps} in {hours:.3f} h':>22s} {per_h:>9s}" + "".join(cols))
+        if every != trips or abs(full_h - hours) > 1e-9:
+            print(f"{'':28s} {f'{every} trips in {full_h:.3f} h':>22s} "
+                  f"{every / full_h if full_h else float('nan'):9.1f}  (whole traces, restarted after each trip)")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 

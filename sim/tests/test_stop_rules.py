@@ -76,3 +76,45 @@ def test_cli_counts_false_trips_and_detections(tmp_path, capsys, monkeypatch):
     assert f["detected"] == 1 and f["of"] == 2
     assert r["n_of_m:3:5:5"]["faults"][push]["detected"] == 0
     assert "n_of_m:2:5:5" in capsys.readouterr().out
+
+
+def test_all_trips_restarts_the_rule_after_each_trip():
+    _, make = sr.parse_rule("n_of_m:2:5:5")
+    trace = [("STOPPED", None)] + [("RUNNING", x) for x in [9, 9, 9, 1, 1, 1, 1, 1, 9, 1, 9]]
+    # trips at the 2nd score; restarted, the 3rd score's 9 leaves the window before another comes,
+    # and the 9th and 11th trip it again
+    assert sr.all_trips(trace, make) == (2, 11)
+
+
+@pytest.mark.parametrize("n,m,scores", [
+    (2, 5, [1, 9, 1, 1, 9, 1, 3, 4]),
+    (1, 1, [0.5, 7.25, 2]),
+    (3, 5, [4, None, 8, 6, 1, 7, 2]),
+])
+def test_critical_is_the_boundary_of_the_rule(n, m, scores):
+    trace = [("STOPPED", None)] + [("RUNNING", x) for x in scores]
+    c = sr.critical(trace, n, m)
+    _, at = sr.parse_rule(f"n_of_m:{n}:{m}:{c}")
+    _, below = sr.parse_rule(f"n_of_m:{n}:{m}:{c - 1e-9}")
+    assert sr.first_trip(trace, at)[0] is None
+    assert sr.first_trip(trace, below)[0] is not None
+
+
+def test_task_of_names():
+    assert sr.task_of("build/hours/a/button-press_3000") == "button-press"
+    assert sr.task_of("build/eval/energyflow_drawer-open_0_K20") == "drawer-open"
+
+
+def test_cli_fit_prints_the_zero_trip_threshold(tmp_path, capsys, monkeypatch):
+    rows = [{"episode": 0, "tick": 0, "state": "STOPPED", "state_energy": None}]
+    rows += [{"episode": 0, "tick": i + 1, "state": "RUNNING", "state_energy": x} for i, x in enumerate([1, 6, 2, 7, 1])]
+    p = tmp_path / "hammer_3000"
+    p.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(sys, "argv", ["stop_rules.py", "--negatives", str(p), "--fit", "2:5", "--json", str(out)])
+    sr.main()
+    g = json.loads(out.read_text())["fit"]["groups"]
+    assert g["hammer"]["max"] == 6 and g["all"]["episodes"] == 1
+    monkeypatch.setattr(sys, "argv", ["stop_rules.py", "--negatives", str(p)])
+    with pytest.raises(SystemExit, match="at least one --rule"):
+        sr.main()
