@@ -1,7 +1,8 @@
 """Offline comparison of out-of-distribution scores on the bundle's cond, on the same states.
 
     OMP_NUM_THREADS=1 .venv/bin/python training/scripts/ood_compare.py --bundle bundles/metaworld-button-press \
-        --data build/demos/button-press.hdf5 --task button-press [--episodes 20] [--seed 1000] [--json FILE]
+        --data build/demos/button-press.hdf5 --task button-press [--episodes 20] [--seed 1000] [--json FILE] \
+        [--ace-samples 16] [--ace-cell 0.1] [--ace-steps K] [--ace-calib 500]
 
 States: Meta-World's scripted expert (the policy that recorded the
 demonstrations, ``sim.record``) at OOD levels 0/S/M/L (``sim.ood``) on fresh
@@ -29,14 +30,35 @@ demos (the toolkit's by-demo split, --val-fraction/--split-seed):
     thresholded at a quantile of in-distribution scores. Not reproduced:
     FIPER runs RND on the policy's learned observation *embedding* (here the
     standardized cond itself: the bundle's state encoder is inside the
-    policy graph), its action-chunk entropy (ACE) score, the conformal
-    calibration on successful *rollouts*, the aggregation over a sliding
-    window and the alarm when both scores exceed their thresholds. So this
-    compares OOD detectors of the state, not FIPER's failure predictor.
+    policy graph), the conformal calibration on successful *rollouts* and
+    the aggregation over a sliding window. So this compares OOD detectors of
+    the state, not FIPER's failure predictor (see (e), (f) for its ACE and
+    its alarm).
 (d) ``transition``: the state term's transition part alone (the newest
     frame of cond against its linear prediction from the earlier frames,
     ``state_term.fit_transition``), fitted here. When the bundle's state
     term lists components, (a) holds them too (named state_energy g+...).
+(e) ``ace``: FIPER's action-chunk entropy, the uncertainty of the policy's
+    conditional action distribution. Our reading of the paper (its exact
+    estimator may differ): for each state's cond, B = --ace-samples action
+    chunks are sampled from the bundle's policy in one batched call of the
+    toolkit's reference sampler (``energyflow.rollout.load_planner``:
+    Algorithm 2 on energy_grad.onnx, or DDIM for a diffusion bundle; the
+    bundle's K unless --ace-steps), from the same B noise draws for every
+    state (seed --train-seed, so a state's score is a function of the state
+    alone and runs are reproducible). Per chunk step, the B samples' first 3
+    action dimensions (the end-effector xyz command, unstandardized) are
+    binned on a grid anchored at 0 whose cell per dimension is --ace-cell
+    times that dimension's range over every action of the training demos;
+    the Shannon entropy (bits) of the cell counts, averaged over the
+    chunk's T_p steps, is ACE (``action_chunk_entropy``; 0 when all B
+    samples share a cell, at most log2 B). Thresholded like the others, on
+    at most --ace-calib held-out steps (seeded subsample: B sampler runs
+    per state make every held-out step slow). --ace-samples 0 leaves (e),
+    (f) out.
+(f) ``fiper``: FIPER's alarm, raised when RND and ACE both exceed their
+    thresholds on the same step; its continuous score (for AUROC) is
+    min(rnd / q99.9_rnd, ace / q99.9_ace), so the alarm is that score > 1.
 
 Reported: per-step AUROC of level S/M/L steps vs level-0 steps with a 95 %
 interval (bootstrap over episodes), episode AUROC (each episode's max over
@@ -98,7 +120,7 @@ def expert_episodes(task: str, level: str, seeds, max_steps: int, extra_steps: i
 
 
 # ---------------------------------------------------------------------------
-# the three scores
+# the scores
 # ---------------------------------------------------------------------------
 class StateEnergyScore:
     """(a) g read as max-σ z, through state_energy.onnx on ONNX Runtime."""
@@ -146,6 +168,76 @@ class Transition:
     @torch.no_grad()
     def __call__(self, cond: np.ndarray) -> np.ndarray:
         return self.m(torch.from_numpy(np.asarray(cond, np.float32))).double().numpy()
+
+
+def action_chunk_entropy(chunks: np.ndarray, cell: np.ndarray, dims: int = 3) -> float:
+    """(e) ACE of one batch of chunks ``[B, T_p, D_a]`` sampled for one observation: per chunk step the
+    Shannon entropy (base 2) of the counts of the B samples' first ``dims`` action dimensions binned on
+    the grid ``floor(a / cell)`` (``cell`` ``[dims]``, > 0), averaged over the T_p steps."""
+    x = np.asarray(chunks, np.float64)
+    if x.ndim != 3 or x.shape[2] < dims:
+        raise ValueError(f"chunks must be [B, T_p, >= {dims}], got {x.shape}")
+    cell = np.broadcast_to(np.asarray(cell, np.float64), (dims,))
+    if not np.all(cell > 0):
+        raise ValueError(f"cell sizes must be > 0, got {cell}")
+    B, T = x.shape[:2]
+    keys = np.floor(x[:, :, :dims] / cell).astype(np.int64)
+    h = 0.0
+    for t in range(T):
+        _, counts = np.unique(keys[:, t], axis=0, return_counts=True)
+        p = counts / B
+        h -= float((p * np.log2(p)).sum())
+    return h / T
+
+
+class ACE:
+    """(e) FIPER's action-chunk entropy: ``action_chunk_entropy`` of B chunks sampled for each cond from the
+    bundle's reference sampler, one batched call per state, the same B noise draws for every state."""
+
+    name = "ACE"
+
+    def __init__(self, bundle: str | Path, samples: int, cell: np.ndarray, steps: int | None, seed: int) -> None:
+        from energyflow.rollout import load_planner
+
+        self.planner = load_planner(bundle, steps=steps, threads=1)
+        self.steps = int(steps or self.planner.manifest["sampler"]["steps"])
+        self.cell = np.asarray(cell, np.float64)
+        self.z = np.random.default_rng(seed).standard_normal((samples,) + self.planner.noise_shape).astype(np.float32)
+        self.seconds, self.states = 0.0, 0
+
+    def __call__(self, cond: np.ndarray) -> np.ndarray:
+        cond = np.asarray(cond, np.float32)
+        B = len(self.z)
+        out = np.empty(len(cond))
+        t0 = time.perf_counter()
+        for i in range(len(cond)):
+            acts = self.planner.plan(np.repeat(cond[i:i + 1], B, axis=0), self.z)
+            out[i] = action_chunk_entropy(acts, self.cell)
+        self.seconds += time.perf_counter() - t0
+        self.states += len(cond)
+        return out
+
+    @property
+    def ms_per_state(self) -> float:
+        return 1e3 * self.seconds / max(self.states, 1)
+
+
+def ratio(x: np.ndarray, t: float) -> np.ndarray:
+    """x / t, for a threshold t that may be 0 (then inf where x > 0, 0 elsewhere)."""
+    x = np.asarray(x, np.float64)
+    if t > 0:
+        return x / t
+    return np.where(x > 0, np.inf, 0.0)
+
+
+def score_all(scores: dict, thr: dict, cond: np.ndarray) -> dict:
+    """Every score on ``cond`` ``[N, C]``; with ACE also (f) ``fiper`` = min(rnd/q_rnd, ace/q_ace)."""
+    if len(cond) == 0:
+        return {k: np.zeros(0) for k in list(scores) + (["fiper"] if "ace" in scores else [])}
+    out = {k: f(cond) for k, f in scores.items()}
+    if "ace" in out:
+        out["fiper"] = np.minimum(ratio(out["rnd"], thr["rnd"]), ratio(out["ace"], thr["ace"]))
+    return out
 
 
 class RND:
@@ -213,6 +305,13 @@ def main(argv=None) -> int:
     p.add_argument("--faults", nargs="*", default=[], help="faults to inject at level 0 (push, object)")
     p.add_argument("--fault-step", type=int, default=30, help="environment step of the fault onset")
     p.add_argument("--within", type=int, default=20, help="detection window after the onset, steps (20 = 1 s)")
+    p.add_argument("--ace-samples", type=int, default=16, help="ACE: action chunks sampled per state, in one "
+                                                               "batched call (0: no ACE and no FIPER alarm)")
+    p.add_argument("--ace-cell", type=float, default=0.1, help="ACE: grid cell per xyz dimension, as a fraction "
+                                                               "of its range over the training demos' actions")
+    p.add_argument("--ace-steps", type=int, default=None, help="ACE: sampler steps K (default: the bundle's)")
+    p.add_argument("--ace-calib", type=int, default=500, help="ACE: held-out steps (seeded subsample) for its "
+                                                              "q99.9; <= 0: all")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -247,8 +346,25 @@ def main(argv=None) -> int:
     rnd = RND(tr, a.rnd_steps, a.train_seed)
     scores["rnd"] = rnd
     names = {"g": "state_energy " + "+".join(parts) if len(parts) > 1 else "g max-sigma z",
-             "mahalanobis": "Mahalanobis", "transition": "transition alone", "rnd": "RND (FIPER-style)"}
+             "mahalanobis": "Mahalanobis", "transition": "transition alone", "rnd": "RND (FIPER-style)",
+             "ace": "ACE (FIPER-style)", "fiper": "FIPER: RND and ACE"}
     thr = {k: float(np.quantile(f(va), 0.999)) for k, f in scores.items()}
+    ace_note = ""
+    if a.ace_samples > 0:
+        acts = np.concatenate([d.actions for d in train_demos])[:, :3].astype(np.float64)
+        span = acts.max(0) - acts.min(0)
+        if not np.all(span > 0):
+            raise SystemExit(f"ACE: an xyz action dimension is constant over the training demos (range {span})")
+        ace = ACE(a.bundle, a.ace_samples, a.ace_cell * span, a.ace_steps, a.train_seed)
+        n_cal = len(va) if a.ace_calib <= 0 or a.ace_calib >= len(va) else a.ace_calib
+        cal_rows = np.sort(np.random.default_rng(a.split_seed).choice(len(va), n_cal, replace=False))
+        thr["ace"] = float(np.quantile(ace(va[cal_rows]), 0.999))
+        thr["fiper"] = 1.0  # min(rnd/q_rnd, ace/q_ace) > 1 <=> both above their q99.9
+        scores["ace"] = ace
+        ace_note = (f"ACE: B={a.ace_samples} chunks per state in one call, K={ace.steps}, cell {a.ace_cell:g} x "
+                    f"the training actions' xyz range ({', '.join(f'{c:.3g}' for c in ace.cell)}); its q99.9 on "
+                    + (f"a seeded subsample of {n_cal} of the {len(va)} held-out steps (--ace-calib)"
+                       if n_cal < len(va) else f"all {len(va)} held-out steps"))
     fit_s = time.time() - t0
 
     t1 = time.time()
@@ -256,14 +372,15 @@ def main(argv=None) -> int:
     eps = {lv: expert_episodes(a.task, lv, seeds, a.max_steps, a.extra_steps) for lv in LEVELS}
     roll_s = time.time() - t1
     skey = next(o["name"] for o in man["obs"] if o["kind"] == "state")
+    keys = list(scores) + (["fiper"] if "ace" in scores else [])
     per = {}  # level -> score -> list of per-episode step scores
     for lv in LEVELS:
-        per[lv] = {k: [] for k in scores}
+        per[lv] = {k: [] for k in keys}
         for e in eps[lv]:
             c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
                                        {skey: e["states"]})], man)
-            for k, f in scores.items():
-                per[lv][k].append(f(c))
+            for k, v in score_all(scores, thr, c).items():
+                per[lv][k].append(v)
 
     rng = np.random.default_rng(0)
     res = {"task": a.task, "bundle": str(a.bundle), "g": g_note, "thresholds_q99.9": thr,
@@ -273,13 +390,21 @@ def main(argv=None) -> int:
              f"{len(held)} held-out demos ({len(va)} steps); fit {fit_s:.0f} s, rollouts {roll_s:.0f} s",
              "expert episodes (seeds %d-%d): " % (a.seed, a.seed + a.episodes - 1) + ", ".join(
                  f"{lv}: {sum(e['success'] for e in eps[lv])}/{len(eps[lv])} success, "
-                 f"{sum(len(e['states']) for e in eps[lv])} steps" for lv in LEVELS), ""]
+                 f"{sum(len(e['states']) for e in eps[lv])} steps" for lv in LEVELS)]
+    if "ace" in scores:
+        lines.append(ace_note)
+        lines.append(f"ACE cost: {scores['ace'].ms_per_state:.1f} ms per state, wall clock ({scores['ace'].states} "
+                     f"states so far: held-out calibration + the level episodes)")
+        res["ace"] = {"samples": a.ace_samples, "cell": a.ace_cell, "cell_abs": scores["ace"].cell.tolist(),
+                      "steps": scores["ace"].steps, "calib_steps": int(len(cal_rows)), "held_out_steps": len(va),
+                      "ms_per_state": scores["ace"].ms_per_state}
+    lines.append("")
     w = 22
     for title, key in (("per-step AUROC vs level 0 [95% CI, bootstrap over episodes]", "step"),
                        (f"episode AUROC vs level 0 (max over the first {a.first} steps) [95% CI]", "episode")):
         lines.append(title)
         lines.append(f"{'score':20s}" + "".join(f"{'level ' + lv:{w}s}" for lv in LEVELS[1:]))
-        for k in scores:
+        for k in keys:
             row = []
             for lv in LEVELS[1:]:
                 neg, pos = per["0"][k], per[lv][k]
@@ -292,14 +417,14 @@ def main(argv=None) -> int:
             lines.append(f"{names[k]:20s}" + "".join(row))
         lines.append("")
     lines.append("false alarms: level-0 steps above the held-out q99.9 (episodes with any)")
-    for k in scores:
+    for k in keys:
         z = per["0"][k]
         n_over = sum(int((x > thr[k]).sum()) for x in z)
         n = sum(len(x) for x in z)
         n_ep = sum(int((x > thr[k]).any()) for x in z)
         res["false_alarm"][k] = {"steps": n_over, "of": n, "episodes": n_ep}
         lines.append(f"  {names[k]:20s} {100 * n_over / n:5.2f} % ({n_over}/{n} steps, {n_ep}/{len(z)} episodes); "
-                     f"q99.9 = {thr[k]:.4g}")
+                     + ("alarm: both above their q99.9" if k == "fiper" else f"q99.9 = {thr[k]:.4g}"))
     lines.append("")
 
     # absurd states
@@ -319,9 +444,10 @@ def main(argv=None) -> int:
             off[i, t * D + dims] += 10.0 * sign
     lines.append("absurd states: score / held-out q99.9 (> 1 trips)")
     lines.append(f"{'score':20s}{'raw state all 0':18s}{'cond all 0 (mean)':20s}{'10 sd off, 3 dims: tripped (min ratio)'}")
-    for k, f in scores.items():
-        rz, rc = float(f(zero_state)[0] / thr[k]), float(f(zero_cond)[0] / thr[k])
-        ro = f(off) / thr[k]
+    sz, sc, so = score_all(scores, thr, zero_state), score_all(scores, thr, zero_cond), score_all(scores, thr, off)
+    for k in keys:
+        rz, rc = float(ratio(sz[k], thr[k])[0]), float(ratio(sc[k], thr[k])[0])
+        ro = ratio(so[k], thr[k])
         res["absurd"][k] = {"raw_zero": rz, "cond_zero": rc, "off10_tripped": float((ro > 1).mean()),
                             "off10_min_ratio": float(ro.min())}
         lines.append(f"{names[k]:20s}{rz:<18.3g}{rc:<20.3g}{100 * (ro > 1).mean():.1f} % ({ro.min():.3g})")
@@ -333,15 +459,19 @@ def main(argv=None) -> int:
         res["faults"] = {}
         for kind in a.faults:
             feps = expert_episodes(a.task, "0", seeds, a.max_steps, a.extra_steps, Fault(kind, a.fault_step))
+            fsc = []
+            for e in feps:
+                c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
+                                           {skey: e["states"]})], man)
+                # states[i] is the observation before action i; the fault acts in step fault_step,
+                # so states[fault_step + 1] is the first observation that can show it (every score is
+                # per row of cond, so only the window is scored)
+                fsc.append(score_all(scores, thr, c[a.fault_step + 1:a.fault_step + 1 + a.within]))
             row = []
-            for k, f in scores.items():
+            for k in keys:
                 delays = []
-                for e in feps:
-                    c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
-                                               {skey: e["states"]})], man)
-                    # states[i] is the observation before action i; the fault acts in step fault_step,
-                    # so states[fault_step + 1] is the first observation that can show it
-                    over = f(c)[a.fault_step + 1:a.fault_step + 1 + a.within] > thr[k]
+                for v in fsc:
+                    over = v[k] > thr[k]
                     delays.append(int(np.argmax(over)) + 1 if over.any() else None)
                 hit = [d for d in delays if d is not None]
                 res["faults"].setdefault(kind, {})[k] = {"detected": len(hit), "of": len(delays), "delays": delays}

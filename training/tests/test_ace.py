@@ -1,0 +1,77 @@
+"""FIPER's action-chunk entropy as ``training/scripts/ood_compare.py`` computes it (``action_chunk_entropy``)."""
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ood_compare.py"
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ood_compare", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ace = load_script().action_chunk_entropy
+CELL = np.array([0.1, 0.1, 0.1])
+
+
+def centers(idx: np.ndarray) -> np.ndarray:
+    """Points at the centres of grid cells ``idx`` ``[B, 3]`` (integer cell coordinates)."""
+    return (np.asarray(idx, np.float64) + 0.5) * CELL
+
+
+def chunks(points: np.ndarray, T: int = 16, extra_dims: int = 1) -> np.ndarray:
+    """A batch ``[B, T, 3 + extra_dims]`` whose every step holds ``points`` ``[B, 3]``; the extra (gripper)
+    dimensions are random and must not count."""
+    rng = np.random.default_rng(0)
+    B = len(points)
+    x = np.repeat(np.asarray(points, np.float64)[:, None], T, axis=1)
+    return np.concatenate([x, rng.uniform(-1, 1, (B, T, extra_dims))], axis=2)
+
+
+def test_identical_samples_give_zero() -> None:
+    x = chunks(np.tile([[0.31, -0.42, 0.05]], (16, 1)))
+    assert ace(x, CELL) == 0.0
+
+
+@pytest.mark.parametrize("B", [2, 8, 16])
+def test_distinct_far_apart_cells_give_log2_b(B: int) -> None:
+    idx = np.stack([np.arange(B) * 10, -np.arange(B) * 7, np.zeros(B)], axis=1)
+    assert ace(chunks(centers(idx)), CELL) == pytest.approx(np.log2(B))
+
+
+def test_spread_batch_higher_than_tight() -> None:
+    rng = np.random.default_rng(1)
+    base = np.array([0.05, 0.05, 0.05])  # a cell centre
+    tight = base + rng.normal(0, 0.005, (16, 3))
+    spread = base + rng.normal(0, 0.3, (16, 3))
+    h_tight, h_spread = ace(chunks(tight), CELL), ace(chunks(spread), CELL)
+    assert h_spread > h_tight
+    assert h_spread <= np.log2(16) + 1e-12
+
+
+def test_bimodal_batch_gives_one_bit() -> None:
+    rng = np.random.default_rng(2)
+    a = centers([[3, 4, -2]]) + rng.normal(0, 0.003, (8, 3))
+    b = centers([[-5, 1, 6]]) + rng.normal(0, 0.003, (8, 3))
+    assert ace(chunks(np.concatenate([a, b])), CELL) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_mean_over_chunk_steps() -> None:
+    """Steps with 0 and 1 bit average to 0.5; only the first 3 dimensions are binned."""
+    x = np.zeros((4, 2, 4))
+    x[:, 1, 0] = centers([[0, 0, 0], [0, 0, 0], [9, 0, 0], [9, 0, 0]])[:, 0]
+    x[:, :, 3] = np.arange(4)[:, None] * 10.0  # gripper spread over 4 cells: ignored
+    assert ace(x, CELL) == pytest.approx(0.5)
+
+
+def test_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        ace(np.zeros((4, 16)), CELL)
+    with pytest.raises(ValueError):
+        ace(np.zeros((4, 16, 4)), np.array([0.1, 0.0, 0.1]))
