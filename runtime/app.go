@@ -331,8 +331,8 @@ func (a *App) openVision(cfg *Config) error {
 // cfg.Safety as it is for a policy with an energy. A policy without one
 // (diffusion) gets the energy monitor disabled, with one warning, since
 // there is nothing to score; every other check still stops the arm —
-// unless the config watches the bundle's state term alone
-// (state_energy), which such a bundle may have. A configuration that asks
+// unless the bundle has the state term (state_energy), which the monitor
+// then watches alone: by default, or when the config lists it alone. A configuration that asks
 // for a score the bundle cannot give (an energy of a diffusion policy,
 // state_energy of a bundle without the state term) is refused rather than
 // silently ignored.
@@ -355,6 +355,12 @@ func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Conf
 	}
 	if !sc.Energy.Disabled && onlyState {
 		return sc, nil // a diffusion policy watched on its state term alone
+	}
+	if !sc.Energy.Disabled && len(sc.Energy.Scores) == 0 && m.HasStateEnergy() {
+		// The default watch set of a policy without an energy is its state
+		// term alone (safety's defaultScores).
+		log.Info("the policy has no energy: the energy stop watches its state term (state_energy) alone", "bundle", m.Name, "policy", m.Policy)
+		return sc, nil
 	}
 	if !sc.Energy.Disabled && len(sc.Energy.Scores) > 0 {
 		hint := "remove safety.energy.scores (the energy stop is then off; all other safety checks stay on)"

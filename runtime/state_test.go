@@ -62,7 +62,8 @@ func TestSafetyConfigStateEnergy(t *testing.T) {
 		{"the default with the state term", withState, nil, nil, false},
 		{"diffusion watched on its state term", diffusionState, []safety.ScoreConfig{state}, nil, false},
 		{"diffusion with energy and state", diffusionState, []safety.ScoreConfig{energy, state}, []string{"safety.energy.scores", "no energy", "watch only its state term"}, false},
-		{"diffusion without scores", diffusionState, nil, nil, true},
+		{"diffusion without scores watches its state term", diffusionState, nil, nil, false},
+		{"diffusion without scores or a state term", diffusion, nil, nil, true},
 		{"diffusion without a state term", diffusion, []safety.ScoreConfig{state}, []string{"safety.energy.scores", "no state term"}, false},
 	}
 	for _, tc := range cases {

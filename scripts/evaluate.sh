@@ -7,7 +7,7 @@
 #                       [--steps "10 20"] [--policies "energyflow diffusion"]
 #                       [--faults "push object"] [--image-faults "occlusion"] [--fault-tasks "button-press"]
 #                       [--fault-step N] [--max-steps N] [--rate HZ] [--seed S] [--out DIR] [--publish]
-#                       [--rollouts "10 20 50"] [--no-bench] [--bundles DIR] [--watch SCORES]
+#                       [--rollouts "10 20 50"] [--no-bench] [--bundles DIR] [--watch SCORES] [--observe]
 #   scripts/evaluate.sh --preset cpu10 [--publish]
 #   scripts/evaluate.sh --preset cpu50 [--publish]
 #
@@ -62,6 +62,10 @@
 # bundle's default watch set (its calibration's score, plus state_energy when
 # the bundle has the state term); the cells keep their names, so give them their
 # own --out.
+# --observe runs every runtime cell with the energy stop observing only (sim eval
+# --observe-only): the scores are traced to the end of every episode and nothing
+# trips on them, for scripts/stop_rules.py and scripts/false_trips.py to replay
+# rules on; give those cells their own --out.
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
 # a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched).
@@ -74,6 +78,7 @@ image_faults="occlusion"
 maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
 efdir=bundles # where the EnergyFlow bundles are (--bundles)
 watch=""      # sim eval --watch ("": the bundle's default watch set)
+observe=0     # sim eval --observe-only (--observe)
 if [ "${1:-}" = --preset ]; then
   case "${2:-}" in cpu10|cpu50) ;; *) echo "evaluate.sh: unknown preset ${2:-} (cpu10, cpu50)" >&2; exit 2 ;; esac
 fi
@@ -124,6 +129,7 @@ while [ $# -gt 0 ]; do
     --no-bench) bench=0; shift ;;
     --bundles) efdir=$2; shift 2 ;;
     --watch) watch=$2; shift 2 ;;
+    --observe) observe=1; shift ;;
     *) echo "evaluate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -154,7 +160,7 @@ run() {
   fi
   echo "run    $name"
   ./bin/energyflow sim eval --episodes "$episodes" --max-steps "$maxsteps" --rate "$rate" --seed "$seed" \
-    --scores "$base.jsonl" --json "$base.json" ${watch:+--watch "$watch"} "$@" > "$base.txt" 2> "$base.log" || {
+    --scores "$base.jsonl" --json "$base.json" ${watch:+--watch "$watch"} $([ "$observe" = 1 ] && echo --observe-only) "$@" > "$base.txt" 2> "$base.log" || {
       echo "evaluate.sh: $name failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
   cat "$base.txt"
 }

@@ -27,8 +27,9 @@ ended within the window).
 
 Traces recorded with the stop observing only (`sim eval --observe-only`,
 scripts/level0_hours.sh) run on past a trip: for them the table adds every
-trip of the whole traces, the rule started afresh after each as after an
-operator's reset, per running hour. --fit N:M prints, per task (from the
+trip of the whole traces per running hour, the rule started afresh after
+each as after an operator's reset, once a score is back at or below the
+threshold (the gate refuses a reset before). --fit N:M prints, per task (from the
 cell names) and pooled, the lowest threshold at which n_of_m:N:M trips on
 none of the --negatives: under exchangeable episodes, a threshold fitted so
 on H running hours keeps the expected false trips of fresh driving at most
@@ -107,20 +108,40 @@ def first_trip(lines: List[Line], make: Callable[[], Callable[[float], bool]]) -
     return None, running
 
 
-def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]]) -> Tuple[int, int]:
-    """Every trip of a whole trace, the rule started afresh after each (as after an operator's reset),
-    and the running lines seen: for traces recorded with the stop observing only (sim eval
-    --observe-only), which run on past a trip."""
+def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]],
+              rearm: Optional[float] = None) -> Tuple[int, int]:
+    """Every trip of a whole trace and the running lines seen, for traces recorded with the stop
+    observing only (sim eval --observe-only), which run on past a trip. After a trip the rule starts
+    afresh, as after an operator's reset — with rearm, only once a fresh score is at or below it (the
+    gate refuses a reset while the deciding score is above its threshold), so a score that stays high
+    counts as one trip."""
     observe = make()
     trips = running = 0
+    waiting = False
     for i, (state, x) in enumerate(lines):
         if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
             continue
         running += 1
-        if x is not None and math.isfinite(x) and observe(x):
+        fresh = x is not None and math.isfinite(x)
+        if waiting:
+            if fresh and x <= rearm:
+                waiting = False
+                observe = make()
+            continue
+        if fresh and observe(x):
             trips += 1
             observe = make()
+            waiting = rearm is not None
     return trips, running
+
+
+def threshold_of(spec: str) -> Optional[float]:
+    """The threshold T of a rule spec (n_of_m:N:M:T, cusum:T:...), for all_trips' rearm."""
+    kind, *args = spec.split(":")
+    try:
+        return float(args[2] if kind == "n_of_m" else args[0])
+    except (IndexError, ValueError):
+        return None
 
 
 def critical(lines: List[Line], n: int, m: int) -> float:
@@ -235,7 +256,7 @@ def main() -> None:
         every, full = 0, 0  # every trip of the whole traces, the rule restarted after each
         for cell in neg.values():
             for lines in cell.values():
-                t, r = all_trips(lines, make)
+                t, r = all_trips(lines, make, threshold_of(spec))
                 every += t
                 full += r
         full_h = full / a.rate / 3600
@@ -264,7 +285,7 @@ def main() -> None:
         print(f"{spec:28s} {f'{trips}/{eps} in {hours:.3f} h':>22s} {per_h:>9s}" + "".join(cols))
         if every != trips or abs(full_h - hours) > 1e-9:
             print(f"{'':28s} {f'{every} trips in {full_h:.3f} h':>22s} "
-                  f"{every / full_h if full_h else float('nan'):9.1f}  (whole traces, restarted after each trip)")
+                  f"{every / full_h if full_h else float('nan'):9.1f}  (whole traces, re-armed after each trip)")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
 

@@ -84,6 +84,12 @@ def test_all_trips_restarts_the_rule_after_each_trip():
     # trips at the 2nd score; restarted, the 3rd score's 9 leaves the window before another comes,
     # and the 9th and 11th trip it again
     assert sr.all_trips(trace, make) == (2, 11)
+    # re-armed only once a score is back at or below 5: the third 9 (still high) is skipped, and the
+    # 1s clear the way; the 9th and 11th trip again
+    assert sr.all_trips(trace, make, 5.0) == (2, 11)
+    high = [("STOPPED", None)] + [("RUNNING", 9.0)] * 20 + [("RUNNING", 1.0)] + [("RUNNING", 9.0)] * 2
+    assert sr.all_trips(high, make, 5.0) == (2, 23)
+    assert sr.all_trips(high, make)[0] == 11  # without re-arming, a score that stays high trips every 2 ticks
 
 
 @pytest.mark.parametrize("n,m,scores", [

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The state score's threshold per task, fitted on one set of level-0 hours and checked on another.
+
+    .venv/bin/python scripts/false_trips.py --fit build/hours/a --check build/hours/b \\
+        [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--json FILE]
+
+For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{jsonl,json}, the stop
+observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
+chunks for bundles/metaworld-<task>: one standardized band, every episode conformal, certified for
+--trips-per-hour false trips per running hour (auto: the lowest rate its hours can certify, 1.02/H
+rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool). With
+--write the calibration goes into the bundle's manifest (calibration.closed_loop; the gate then watches
+state_energy alone by default), else it is a dry run.
+
+Then replays the 2-of-5 rule at each task's fitted threshold, as the gate applies it
+(scripts/stop_rules.py), on the fresh level-0 chunks of --check: episodes with a trip against the
+calibration's alpha (the per-episode level it promised), every trip of the whole traces per running
+hour (the rule restarted after each, as after an operator's reset), and the trips in episodes that went
+on to succeed (the policy recovered) apart from those in episodes that failed. With --faults DIR, also
+the fault cells there (sim eval --observe-only --fault F, named energyflow_<task>_0_K<k>_<fault>):
+episodes caught within --within ticks of the onset and the median delay. Prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import stop_rules as sr  # noqa: E402
+
+
+def chunks(d: Path) -> Dict[str, List[Path]]:
+    """Per task, the finished chunks (a .jsonl with its .json summary) of a level0_hours.sh folder."""
+    out: Dict[str, List[Path]] = defaultdict(list)
+    for j in sorted(d.glob("*.json")):
+        if j.with_suffix(".jsonl").exists():
+            out[sr.task_of(str(j.with_suffix("")))].append(j.with_suffix(""))
+    return dict(out)
+
+
+def running_hours(cells: List[Path], rate: float) -> float:
+    n = 0
+    for c in cells:
+        for lines in sr.load(str(c), "state_energy").values():
+            n += sr.all_trips(lines, lambda: (lambda x: False))[1]
+    return n / rate / 3600
+
+
+def calibrate(task: str, cells: List[Path], rate: float, per_hour: float, write: bool, exe: Path) -> Dict:
+    """Run sim calibrate --traces for the task's bundle; return its closed_loop block."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cal.json"
+        cmd = [str(exe), "sim", "calibrate", "--bundle", str(ROOT / "bundles" / f"metaworld-{task}"),
+               "--score", "state_energy", "--trips-per-hour", f"{per_hour:g}", "--rate", f"{rate:g}",
+               "--traces", ",".join(str(c) + ".jsonl" for c in cells), "--json", str(out)]
+        if not write:
+            cmd.append("--dry-run")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"false_trips.py: {task}: {' '.join(cmd)}: {r.stderr.strip()}")
+        return json.loads(out.read_text())["closed_loop"]
+
+
+def succeeded(cells: List[Path]) -> Dict[tuple, bool]:
+    """(cell, episode) -> did the episode succeed."""
+    out = {}
+    for c in cells:
+        for r in json.loads(Path(str(c) + ".json").read_text())["results"]:
+            out[(str(c), r["episode"])] = bool(r["success"])
+    return out
+
+
+def check(cells: List[Path], q: float, rate: float) -> Dict:
+    _, make = sr.parse_rule(f"n_of_m:2:5:{q!r}")
+    ok = succeeded(cells)
+    eps = tripped = every = ticks = 0
+    in_success = in_failure = 0
+    for c in cells:
+        for ep, lines in sr.load(str(c), "state_energy").items():
+            t, r = sr.all_trips(lines, make, q)
+            eps += 1
+            every += t
+            ticks += r
+            tripped += t > 0
+            if t:
+                if ok[(str(c), ep)]:
+                    in_success += t
+                else:
+                    in_failure += t
+    hours = ticks / rate / 3600
+    return {"episodes": eps, "episodes_tripped": tripped, "trips": every, "hours": hours,
+            "per_hour": every / hours if hours else None, "trips_in_successes": in_success,
+            "trips_in_failures": in_failure}
+
+
+def trip_lines(lines: List[sr.Line], make, rearm: float) -> List[int]:
+    """The lines at which the rule trips over a whole trace, re-armed after each trip once a score is
+    back at or below rearm (as stop_rules.all_trips)."""
+    observe = make()
+    out: List[int] = []
+    waiting = False
+    for i, (state, x) in enumerate(lines):
+        if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
+            continue
+        fresh = x is not None and math.isfinite(x)
+        if waiting:
+            if fresh and x <= rearm:
+                waiting, observe = False, make()
+            continue
+        if fresh and observe(x):
+            out.append(i)
+            observe, waiting = make(), True
+    return out
+
+
+def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int) -> Dict[str, Dict]:
+    out: Dict[str, Dict] = {}
+    if d is None:
+        return out
+    _, make = sr.parse_rule(f"n_of_m:2:5:{q!r}")
+    for j in sorted(d.glob(f"energyflow_{task}_0_K*_*.jsonl")):
+        fault = j.stem.rsplit("_", 1)[1]
+        delays, n = [], 0
+        for lines in sr.load(str(j.with_suffix("")), "state_energy").values():
+            on = sr.onset_line(lines, fault_step)
+            if on is None:
+                continue
+            n += 1
+            hit = [t - on for t in trip_lines(lines, make, q) if on <= t <= on + within]
+            if hit:
+                delays.append(hit[0])
+        out[fault] = {"caught": len(delays), "of": n, "median_delay": statistics.median(delays) if delays else None}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fit", required=True, type=Path, help="level0_hours.sh folder to calibrate on")
+    ap.add_argument("--check", required=True, type=Path, help="level0_hours.sh folder of fresh level-0 driving")
+    ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
+    ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
+    ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--within", type=int, default=20, help="fault detection window, ticks")
+    ap.add_argument("--fault-step", type=int, default=30)
+    ap.add_argument("--write", action="store_true", help="write each calibration into bundles/metaworld-<task>")
+    ap.add_argument("--exe", type=Path, default=ROOT / "bin" / "energyflow")
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    fit, chk = chunks(a.fit), chunks(a.check)
+    if not fit:
+        raise SystemExit(f"false_trips.py: --fit {a.fit}: no finished chunks (<task>_<seed>.jsonl with .json)")
+    res: Dict[str, Dict] = {}
+    print("| task | calibration: episodes, hours, rate certified | threshold q (alpha/episode) "
+          "| fresh: episodes tripped / episodes | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
+    print("|---|---|---|---|---|---|")
+    total = {"trips": 0, "hours": 0.0}
+    for task, cells in fit.items():
+        h = running_hours(cells, a.rate)
+        rate = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
+        cl = calibrate(task, cells, a.rate, rate, a.write, a.exe)
+        c = check(chk.get(task, []), cl["q"], a.rate)
+        f = faults(a.faults, task, cl["q"], a.within, a.fault_step)
+        res[task] = {"closed_loop": cl, "check": c, "faults": f}
+        total["trips"] += c["trips"]
+        total["hours"] += c["hours"]
+        fs = "; ".join(f"{k} {v['caught']}/{v['of']}" + (f" (median {v['median_delay']:.0f} ticks)" if v["median_delay"] is not None else "")
+                       for k, v in f.items()) or "–"
+        per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
+        print(f"| {task} | {cl['conformal_episodes']}, {cl['conformal_hours']:.3f} h, {cl['trips_per_hour']:g}/h "
+              f"| {cl['q']:.3g} ({cl['alpha']:.3g}) | {c['episodes_tripped']}/{c['episodes']} "
+              f"| {c['trips']} / {c['hours']:.3f} h = {per} ({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
+    per = total["trips"] / total["hours"] if total["hours"] else float("nan")
+    print(f"| all | | | | {total['trips']} / {total['hours']:.3f} h = {per:.1f} | |")
+    res["all"] = total
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
