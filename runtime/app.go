@@ -394,9 +394,9 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 	if k == c.Steps {
 		return
 	}
-	// The default watch set holds an energy unless the bundle's closed-loop
-	// calibration is of the state term, which then is watched alone.
-	calibrated := len(cfg.Safety.Energy.Scores) == 0 && (c.ClosedLoop == nil || c.ClosedLoop.Score != engines.ScoreStateEnergy)
+	// The default watch set holds an energy only for a bundle without the
+	// state term (which is otherwise watched alone).
+	calibrated := len(cfg.Safety.Energy.Scores) == 0 && !m.HasStateEnergy()
 	for _, s := range cfg.Safety.Energy.Scores {
 		// The state term reads the observation alone: it does not depend on K.
 		calibrated = calibrated || s.Threshold == nil && s.Name != engines.ScoreStateEnergy

@@ -20,6 +20,7 @@ func TestWarnCalibrationSteps(t *testing.T) {
 		scores      []safety.ScoreConfig
 		disabled    bool
 		calibration *engines.Calibration
+		state       bool // the bundle has the state term
 		warn        bool
 	}{
 		{name: "default K is the calibrated K", calibration: &engines.Calibration{Steps: 20}},
@@ -30,12 +31,12 @@ func TestWarnCalibrationSteps(t *testing.T) {
 		{name: "K = 10, own threshold", policySteps: 10, calibration: &engines.Calibration{Steps: 20},
 			scores: []safety.ScoreConfig{{Name: "energy", Threshold: &thr}}},
 		{name: "K = 10, energy stop off", policySteps: 10, calibration: &engines.Calibration{Steps: 20}, disabled: true},
-		{name: "K = 10, default watch is the state term's closed loop", policySteps: 10,
-			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "state_energy"}}},
-		{name: "K = 10, energy listed beside the state term's closed loop", policySteps: 10,
+		{name: "K = 10, the default watch is the state term", policySteps: 10, state: true,
+			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "energy"}}},
+		{name: "K = 10, energy listed beside the state term", policySteps: 10, state: true,
 			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "state_energy"}},
 			scores:      []safety.ScoreConfig{{Name: "state_energy"}, {Name: "energy"}}, warn: true},
-		{name: "K = 10, energy's closed loop", policySteps: 10,
+		{name: "K = 10, energy's closed loop, no state term", policySteps: 10,
 			calibration: &engines.Calibration{Steps: 20, ClosedLoop: &engines.ClosedLoop{Score: "energy"}}, warn: true},
 		{name: "no calibration", policySteps: 10},
 		{name: "calibration without K", policySteps: 10, calibration: &engines.Calibration{}},
@@ -49,6 +50,9 @@ func TestWarnCalibrationSteps(t *testing.T) {
 			cfg.Safety.Energy.Scores = tc.scores
 			cfg.Safety.Energy.Disabled = tc.disabled
 			m := &engines.Manifest{Name: "b", Sampler: engines.SamplerSpec{Steps: 20}, Calibration: tc.calibration}
+			if tc.state {
+				m.StateEnergy = &engines.StateEnergySpec{}
+			}
 			warnCalibrationSteps(&cfg, m, log)
 			got := strings.Contains(buf.String(), "calibrated at another number of sampler steps")
 			if got != tc.warn {

@@ -25,12 +25,10 @@ type EnergyConfig struct {
 	// energy). The score watchdog is off too then.
 	Disabled bool `yaml:"disabled"`
 	// Scores lists the scores to monitor; any one firing trips. Empty means
-	// the default watch set: the bundle calibration's closed-loop score and
-	// bands (when the rule is the one they were certified for), else its
-	// recommended score and threshold, and, when the bundle has the state
-	// term (Calibration.StateEnergy), "state_energy" too, once. A bundle
-	// without an energy calibration but with the state term watches
-	// "state_energy" alone.
+	// the default watch set: "state_energy" alone when the bundle has the
+	// state term (Calibration.StateEnergy), else the bundle calibration's
+	// closed-loop score and bands (when the rule is the one they were
+	// certified for), else its recommended score and threshold.
 	Scores []ScoreConfig `yaml:"scores"`
 	// Rule decides when exceedances are a trip rather than noise.
 	Rule RuleConfig `yaml:"rule"`
@@ -506,34 +504,31 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 }
 
 // defaultScores is the watch set when energy.scores is empty, with the key
-// naming each entry in messages. The first is the calibration's closed-loop
-// score (cl: when it applies to the rule), else its recommended score. A
-// bundle with the state term (cal.StateEnergy) watches "state_energy" too,
-// once: the policy energy does not see an unseen state (score matching fixes
-// it only up to a state-dependent constant), the state term does
-// (docs/safety.md, "Configuration"). A bundle without an energy calibration
-// (no recommendation, no held-out energy scores, a closed_loop of
-// "state_energy" or none: a diffusion policy with the state term) watches
-// "state_energy" alone. clNote says why the bundle's closed_loop does not
-// apply, if it does not.
+// naming each entry in messages. A bundle with the state term
+// (cal.StateEnergy) watches "state_energy" alone, on its closed-loop
+// calibration if it has one, else its held-out quantile: the policy energy
+// does not see an unseen state (score matching fixes it only up to a
+// state-dependent constant), the state term does, and measured through the
+// runtime the energy stop added false stops without catching a fault the
+// state score missed (docs/safety.md, "What is watched by default"). A
+// bundle without it watches the calibration's closed-loop score (cl: when
+// it applies to the rule), else its recommended score. clNote says why the
+// bundle's closed_loop does not apply, if it does not.
 func defaultScores(cl *ClosedLoop, cal *Calibration, clNote string) ([]ScoreConfig, []string, error) {
-	var scores []ScoreConfig
-	var keys []string
 	switch {
+	case cal != nil && cal.StateEnergy != nil:
+		key := "state_energy.calibration"
+		if cl != nil && cl.Score == ScoreStateEnergy.String() {
+			key = "calibration.closed_loop"
+		}
+		return []ScoreConfig{{Name: ScoreStateEnergy.String()}}, []string{key}, nil
 	case cl != nil:
-		scores, keys = []ScoreConfig{{Name: cl.Score}}, []string{"calibration.closed_loop"}
+		return []ScoreConfig{{Name: cl.Score}}, []string{"calibration.closed_loop"}, nil
 	case cal != nil && cal.Recommended.Score != "":
-		scores, keys = []ScoreConfig{{Name: cal.Recommended.Score}}, []string{"calibration.recommended"}
-	case cal != nil && cal.StateEnergy != nil && len(cal.Scores) == 0 &&
-		(cal.ClosedLoop == nil || cal.ClosedLoop.Score == ScoreStateEnergy.String()):
-		// No energy calibration: the state term alone, below.
+		return []ScoreConfig{{Name: cal.Recommended.Score}}, []string{"calibration.recommended"}, nil
 	default:
 		return nil, nil, errors.New("safety: energy.scores: empty and the bundle has no calibration to recommend a score — set energy.scores (with a threshold) or run the bundle's calibrate step" + clNote)
 	}
-	if cal.StateEnergy != nil && !slices.ContainsFunc(scores, func(s ScoreConfig) bool { return s.Name == ScoreStateEnergy.String() }) {
-		scores, keys = append(scores, ScoreConfig{Name: ScoreStateEnergy.String()}), append(keys, "state_energy.calibration")
-	}
-	return scores, keys, nil
 }
 
 // fixHint tells how to give a monitored score what it lacks: set the fields

@@ -251,26 +251,21 @@ func TestResolveThresholds(t *testing.T) {
 			`state_energy.calibration has no quantile "95"`},
 
 		// The default watch set (energy.scores empty) of a bundle with the
-		// state term: the calibration's score and state_energy, each on its
-		// own threshold; a closed loop of state_energy watches it once; a
-		// bundle without an energy calibration watches state_energy alone.
-		{"default: closed loop and the state term", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("energy", 3, 5, bands)),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores},
-				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+		// state term: state_energy alone, on its closed loop when the bundle
+		// has one for it (and the rule it was fitted for), else its held-out
+		// quantile; the energy calibration does not add the energy.
+		{"default: closed loop of the energy and the state term", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("energy", 3, 5, bands)),
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: recommended and the state term", EnergyConfig{Rule: nOfM(3, 5)}, withState(&cal),
-			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
-				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: closed loop for another rule and the state term", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("energy", 3, 5, bands)),
-			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"},
-				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: cusum, the state term scaled by its std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withState(&cal),
-			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Scale: 0.5, Source: "calibration.recommended"},
-				{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: closed loop of the state score, watched once", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("state_energy", 2, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"default: closed loop of the state score for another rule", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("state_energy", 3, 5, bands)),
-			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended"},
-				{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
 		{"default: no state term, unchanged", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
 			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
 		{"default: diffusion, no calibration block", EnergyConfig{Rule: nOfM(3, 5)}, withState(nil),
@@ -283,7 +278,7 @@ func TestResolveThresholds(t *testing.T) {
 			`safety: state_energy.calibration: no threshold for score "state_energy": not set in the config and the bundle's state_energy.calibration has no quantile "99.9" — list "state_energy" in energy.scores with a threshold or quantile`},
 		{"default: cusum, the state term without std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withStats(&cal, &ScoreStats{Quantiles: map[string]float64{"99.9": 4.2}}), nil,
 			`safety: state_energy.calibration.scale: the cusum rule needs a scale for score "state_energy" and the bundle's state_energy.calibration has no std for it — list "state_energy" in energy.scores with a scale`},
-		{"default: energy statistics without a recommendation", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&Calibration{Scores: cal.Scores}, stateStats), nil,
+		{"default: energy statistics without a recommendation, no state term", EnergyConfig{Rule: nOfM(3, 5)}, &Calibration{Scores: cal.Scores}, nil,
 			"energy.scores: empty and the bundle has no calibration to recommend a score"},
 	}
 	for _, tc := range cases {

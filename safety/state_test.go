@@ -53,28 +53,39 @@ func TestStateEnergyScoreTrips(t *testing.T) {
 	}
 }
 
-// With energy.scores empty, a bundle with the state term is watched on its
-// calibration's score and on state_energy, each on its own threshold: either
-// one alone trips the gate while the other stays quiet.
-func TestDefaultWatchSetTripsOnEither(t *testing.T) {
+// With energy.scores empty, a bundle with the state term is watched on
+// state_energy alone (its held-out quantile here), whatever its energy
+// calibration: an unseen state trips, a high energy in a seen state does
+// not. Without the state term the calibration's score is watched.
+func TestDefaultWatchSetIsTheStateTerm(t *testing.T) {
 	cfg := testConfig()
 	cfg.Energy.Scores = nil
-	cal := &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10},
-		StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	stats := &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}
+	energyCL := &ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2,
+		BandUnit: BandTicks, Bands: []Band{{From: 0, Mean: 6, Std: 2, Threshold: 10}}}
 	cases := []struct {
 		name          string
+		cal           *Calibration
 		energy, state float64 // fed every tick after arming
-		want          Score
+		want          Score   // the stop's score; NumScores: no stop
+		watch         string  // the one watched score and its threshold's source
+		source        string
 	}{
-		{"unseen state, quiet energy", 1, 7, ScoreStateEnergy},
-		{"high energy, seen state", 50, 1, ScoreEnergy},
+		{"unseen state, quiet energy", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}, StateEnergy: stats},
+			1, 7, ScoreStateEnergy, "state_energy", "state_energy.calibration.quantiles[99.9]"},
+		{"high energy, seen state", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}, StateEnergy: stats},
+			50, 1, NumScores, "state_energy", "state_energy.calibration.quantiles[99.9]"},
+		{"the energy's closed loop does not add it", &Calibration{ClosedLoop: energyCL, StateEnergy: stats},
+			50, 1, NumScores, "state_energy", "state_energy.calibration.quantiles[99.9]"},
+		{"no state term: the calibration's score", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}},
+			50, 1, ScoreEnergy, "energy", "calibration.recommended"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRigCal(t, cfg, cal)
+			r := newRigCal(t, cfg, tc.cal)
 			th := r.g.Thresholds()
-			if len(th) != 2 || th[0].Score != ScoreEnergy || th[0].Value != 10 || th[1].Score != ScoreStateEnergy || th[1].Value != 4 {
-				t.Fatalf("thresholds %+v, want energy at 10 and state_energy at 4", th)
+			if len(th) != 1 || th[0].Score.String() != tc.watch || th[0].Source != tc.source {
+				t.Fatalf("thresholds %+v, want %s alone from %s", th, tc.watch, tc.source)
 			}
 			quiet := func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = 1, 1 }
 			r.tick(quiet)
@@ -86,6 +97,12 @@ func TestDefaultWatchSetTripsOnEither(t *testing.T) {
 				if d = r.tick(func(in *Inputs) { in.Scores[ScoreEnergy], in.Scores[ScoreStateEnergy] = tc.energy, tc.state }); d.State == Stopped {
 					break
 				}
+			}
+			if tc.want == NumScores {
+				if d.State == Stopped {
+					t.Fatalf("stopped (%v on %v): %s; want no stop", d.Reason.Kind, d.Reason.Score, d.Reason.Message)
+				}
+				return
 			}
 			if d.State != Stopped || d.Reason.Kind != KindEnergy || d.Reason.Score != tc.want {
 				t.Fatalf("decision %v %v on %v: %s; want an energy stop on %v", d.State, d.Reason.Kind, d.Reason.Score, d.Reason.Message, tc.want)
@@ -138,7 +155,8 @@ func TestScoreWindows(t *testing.T) {
 		{"state: two spikes in five trip", nil, [][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 1}}, 1, ScoreStateEnergy, "2 of the last 5 scores"},
 		{"state: one spike does not", nil, [][2]float64{{1, 9}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 9}}, -1, 0, ""},
 		{"energy: two of five do not", nil, [][2]float64{{50, 1}, {50, 1}, {1, 1}, {1, 1}, {1, 1}}, -1, 0, ""},
-		{"energy: three of five trip", nil, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, 3, ScoreEnergy, "3 of the last 5 scores"},
+		{"energy: three of five trip", []ScoreConfig{{Name: "energy"}, {Name: "state_energy"}}, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, 3, ScoreEnergy, "3 of the last 5 scores"},
+		{"energy: not watched by default", nil, [][2]float64{{50, 1}, {1, 1}, {50, 1}, {50, 1}, {1, 1}}, -1, 0, ""},
 		{"state: its entry's 3 of 5", []ScoreConfig{{Name: "energy"}, {Name: "state_energy", NOfM: three}},
 			[][2]float64{{1, 9}, {1, 9}, {1, 1}, {1, 1}, {1, 9}}, 4, ScoreStateEnergy, "3 of the last 5 scores"},
 	}

@@ -2,13 +2,14 @@
 """The state score's threshold per task, fitted on one set of level-0 hours and checked on another.
 
     .venv/bin/python scripts/false_trips.py --fit build/hours/a --check build/hours/b \\
-        [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--json FILE]
+        [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--sweep "6 10 20"] [--json FILE]
 
 For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{jsonl,json}, the stop
 observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
 chunks for bundles/metaworld-<task>: one standardized band, every episode conformal, certified for
 --trips-per-hour false trips per running hour (auto: the lowest rate its hours can certify, 1.02/H
-rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool). With
+rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool), or
+with --alpha for that per-episode false-alarm level. With
 --write the calibration goes into the bundle's manifest (calibration.closed_loop; the gate then watches
 state_energy alone by default), else it is a dry run.
 
@@ -55,12 +56,13 @@ def running_hours(cells: List[Path], rate: float) -> float:
     return n / rate / 3600
 
 
-def calibrate(task: str, cells: List[Path], rate: float, per_hour: float, write: bool, exe: Path) -> Dict:
-    """Run sim calibrate --traces for the task's bundle; return its closed_loop block."""
+def calibrate(task: str, cells: List[Path], rate: float, level: str, write: bool, exe: Path) -> Dict:
+    """Run sim calibrate --traces for the task's bundle at level ("--alpha A" or "--trips-per-hour R");
+    return its closed_loop block."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cal.json"
         cmd = [str(exe), "sim", "calibrate", "--bundle", str(ROOT / "bundles" / f"metaworld-{task}"),
-               "--score", "state_energy", "--trips-per-hour", f"{per_hour:g}", "--rate", f"{rate:g}",
+               "--score", "state_energy", *level.split(), "--rate", f"{rate:g}",
                "--traces", ",".join(str(c) + ".jsonl" for c in cells), "--json", str(out)]
         if not write:
             cmd.append("--dry-run")
@@ -148,11 +150,14 @@ def main() -> None:
     ap.add_argument("--check", required=True, type=Path, help="level0_hours.sh folder of fresh level-0 driving")
     ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
     ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
+    ap.add_argument("--alpha", type=float, default=0.0, help="certify this per-episode level instead of a rate per hour")
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--within", type=int, default=20, help="fault detection window, ticks")
     ap.add_argument("--fault-step", type=int, default=30)
     ap.add_argument("--write", action="store_true", help="write each calibration into bundles/metaworld-<task>")
     ap.add_argument("--exe", type=Path, default=ROOT / "bin" / "energyflow")
+    ap.add_argument("--sweep", default="", help="also, per task, these thresholds (space-separated): the fresh "
+                                                 "driving's trips per hour and the faults caught at each")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     fit, chk = chunks(a.fit), chunks(a.check)
@@ -164,9 +169,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     total = {"trips": 0, "hours": 0.0}
     for task, cells in fit.items():
-        h = running_hours(cells, a.rate)
-        rate = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
-        cl = calibrate(task, cells, a.rate, rate, a.write, a.exe)
+        if a.alpha:
+            level = f"--alpha {a.alpha:g}"
+        else:
+            h = running_hours(cells, a.rate)
+            per = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
+            level = f"--trips-per-hour {per:g}"
+        cl = calibrate(task, cells, a.rate, level, a.write, a.exe)
         c = check(chk.get(task, []), cl["q"], a.rate)
         f = faults(a.faults, task, cl["q"], a.within, a.fault_step)
         res[task] = {"closed_loop": cl, "check": c, "faults": f}
@@ -175,12 +184,26 @@ def main() -> None:
         fs = "; ".join(f"{k} {v['caught']}/{v['of']}" + (f" (median {v['median_delay']:.0f} ticks)" if v["median_delay"] is not None else "")
                        for k, v in f.items()) or "–"
         per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
-        print(f"| {task} | {cl['conformal_episodes']}, {cl['conformal_hours']:.3f} h, {cl['trips_per_hour']:g}/h "
+        cert = f"{cl['trips_per_hour']:g}/h" if cl.get("trips_per_hour") else f"alpha {cl['alpha']:g}"
+        hours = cl.get("conformal_hours") or running_hours(cells, a.rate)
+        print(f"| {task} | {cl['conformal_episodes']}, {hours:.3f} h, {cert} "
               f"| {cl['q']:.3g} ({cl['alpha']:.3g}) | {c['episodes_tripped']}/{c['episodes']} "
               f"| {c['trips']} / {c['hours']:.3f} h = {per} ({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
     per = total["trips"] / total["hours"] if total["hours"] else float("nan")
     print(f"| all | | | | {total['trips']} / {total['hours']:.3f} h = {per:.1f} | |")
     res["all"] = total
+    if a.sweep:
+        print("\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within 1 s |")
+        print("|---|---|---|---|---|")
+        for task in fit:
+            for thr in [float(v) for v in a.sweep.split()]:
+                c = check(chk.get(task, []), thr, a.rate)
+                f = faults(a.faults, task, thr, a.within, a.fault_step)
+                fs = "; ".join(f"{k} {v['caught']}/{v['of']}" for k, v in f.items()) or "–"
+                per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
+                print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {per} "
+                      f"({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
+                res.setdefault("sweep", {}).setdefault(task, {})[f"{thr:g}"] = {"check": c, "faults": f}
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 
