@@ -432,7 +432,11 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 		fmt.Fprintf(w, "certified for %g false trips per running hour: the %d conformal episodes ran %.3g h, so alpha = %.4g per episode\n",
 			cl.TripsPerHour, cl.ConformalEpisodes, cl.ConformalHours, cl.Alpha)
 	}
-	fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %.4g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
+	if cl.FitEpisodes == 0 {
+		fmt.Fprintf(w, "rule %d of the last %d scores over the threshold; alpha %.4g: q = %.4g, the threshold in the score's own units\n", rule.N, rule.M, cl.Alpha, cl.Q)
+	} else {
+		fmt.Fprintf(w, "rule %d of the last %d scores over the band's threshold; alpha %.4g: q = %.4g band stds\n", rule.N, rule.M, cl.Alpha, cl.Q)
+	}
 	ticks, fresh := 0, 0
 	for _, tr := range traces {
 		ticks += len(tr)
