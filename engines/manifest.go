@@ -293,6 +293,8 @@ type ClosedLoop struct {
 	// driving); absent: Alpha was given.
 	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
 	ConformalHours float64 `json:"conformal_hours,omitempty"`
+	// SuccessfulOnly: fitted on the episodes that succeeded only.
+	SuccessfulOnly bool `json:"successful_only,omitempty"`
 }
 
 // ClosedLoopRule is the decision rule a ClosedLoop is certified for:

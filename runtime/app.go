@@ -433,7 +433,7 @@ func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 		o := &safety.ClosedLoop{Score: cl.Score, Alpha: cl.Alpha, Rule: safety.ClosedLoopRule{Kind: cl.Rule.Kind, N: cl.Rule.N, M: cl.Rule.M},
 			Q: cl.Q, BandUnit: safety.BandUnit(cl.BandUnit), Bands: make([]safety.Band, len(cl.Bands)), Task: cl.Task, Level: cl.Level, RateHz: cl.RateHz, StepsK: cl.StepsK,
 			MaxSteps: cl.MaxSteps, Episodes: cl.Episodes, FitEpisodes: cl.FitEpisodes, ConformalEpisodes: cl.ConformalEpisodes, Seeds: cl.Seeds,
-			TripsPerHour: cl.TripsPerHour, ConformalHours: cl.ConformalHours}
+			TripsPerHour: cl.TripsPerHour, ConformalHours: cl.ConformalHours, SuccessfulOnly: cl.SuccessfulOnly}
 		for i, b := range cl.Bands {
 			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
 		}

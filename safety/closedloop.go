@@ -45,6 +45,11 @@ type ClosedLoop struct {
 	// conformal episodes' running hours at RateHz. Zero: Alpha was given.
 	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
 	ConformalHours float64 `json:"conformal_hours,omitempty"`
+	// SuccessfulOnly: the calibration kept only the episodes that
+	// succeeded (as FIPER calibrates on successful rollouts), so Alpha
+	// bounds the trips of episodes that would succeed; a failing episode
+	// may trip more often, which is the stop doing its job.
+	SuccessfulOnly bool `json:"successful_only,omitempty"`
 }
 
 // ClosedLoopRule is the decision rule a ClosedLoop was certified for. Only
@@ -241,8 +246,11 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		return nil, fmt.Errorf("safety: closed-loop minimum band samples %d: need at least 1", minSamples)
 	}
 	total := len(traces)
-	if total < 2 {
+	if total < 2 && !o.Standardized {
 		return nil, fmt.Errorf("safety: %d closed-loop episodes: need at least 2 (fit and conformal)", total)
+	}
+	if total < 1 {
+		return nil, errors.New("safety: no closed-loop episodes: need at least 1 conformal episode")
 	}
 	fit := o.FitEpisodes
 	switch {

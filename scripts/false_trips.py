@@ -9,7 +9,8 @@ observing only), runs `energyflow sim calibrate --score state_energy --traces ..
 chunks for bundles/metaworld-<task>: one standardized band, every episode conformal, certified for
 --trips-per-hour false trips per running hour (auto: the lowest rate its hours can certify, 1.02/H
 rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool), or
-with --alpha for that per-episode false-alarm level. With
+with --alpha for that per-episode false-alarm level; --successful-only fits on the episodes that
+succeeded only. With
 --write the calibration goes into the bundle's manifest (calibration.closed_loop; the gate then watches
 state_energy alone by default), else it is a dry run.
 
@@ -19,7 +20,9 @@ calibration's alpha (the per-episode level it promised), every trip of the whole
 hour (the rule restarted after each, as after an operator's reset), and the trips in episodes that went
 on to succeed (the policy recovered) apart from those in episodes that failed. With --faults DIR, also
 the fault cells there (sim eval --observe-only --fault F, named energyflow_<task>_0_K<k>_<fault>):
-episodes caught within --within ticks of the onset and the median delay. Prints a markdown table.
+episodes caught within --within ticks of the onset and the median delay. A second table does the same
+at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
+score, else the state term's held-out q99.9). Prints markdown tables.
 """
 from __future__ import annotations
 
@@ -144,6 +147,16 @@ def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int)
     return out
 
 
+def shipped_threshold(task: str) -> tuple:
+    """The state threshold the shipped bundle's default watch uses: its closed-loop calibration of
+    state_energy (2 of 5), else the state term's held-out q99.9."""
+    m = json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text())
+    cl = (m.get("calibration") or {}).get("closed_loop") or {}
+    if cl.get("score") == "state_energy" and cl.get("rule", {}).get("n") == 2 and cl.get("rule", {}).get("m") == 5:
+        return float(cl["bands"][0]["threshold"]), f"closed loop, alpha {cl['alpha']:g}"
+    return float(m["state_energy"]["calibration"]["quantiles"]["99.9"]), "held-out q99.9"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", required=True, type=Path, help="level0_hours.sh folder to calibrate on")
@@ -151,6 +164,9 @@ def main() -> None:
     ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
     ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
     ap.add_argument("--alpha", type=float, default=0.0, help="certify this per-episode level instead of a rate per hour")
+    ap.add_argument("--successful-only", action="store_true", help="calibrate on the episodes that succeeded only "
+                                                                  "(sim calibrate --successful-only)")
+    ap.add_argument("--tasks", default="", help="only these tasks (space-separated)")
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--within", type=int, default=20, help="fault detection window, ticks")
     ap.add_argument("--fault-step", type=int, default=30)
@@ -161,6 +177,8 @@ def main() -> None:
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     fit, chk = chunks(a.fit), chunks(a.check)
+    if a.tasks:
+        fit = {t: c for t, c in fit.items() if t in a.tasks.split()}
     if not fit:
         raise SystemExit(f"false_trips.py: --fit {a.fit}: no finished chunks (<task>_<seed>.jsonl with .json)")
     res: Dict[str, Dict] = {}
@@ -171,6 +189,8 @@ def main() -> None:
     for task, cells in fit.items():
         if a.alpha:
             level = f"--alpha {a.alpha:g}"
+        if a.successful_only:
+            level += " --successful-only"
         else:
             h = running_hours(cells, a.rate)
             per = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
@@ -192,6 +212,25 @@ def main() -> None:
     per = total["trips"] / total["hours"] if total["hours"] else float("nan")
     print(f"| all | | | | {total['trips']} / {total['hours']:.3f} h = {per:.1f} | |")
     res["all"] = total
+    print("\n| task | the shipped bundle's state threshold | fresh: episodes tripped | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
+    print("|---|---|---|---|---|")
+    ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
+    for task in fit:
+        thr, src = shipped_threshold(task)
+        c = check(chk.get(task, []), thr, a.rate)
+        f = faults(a.faults, task, thr, a.within, a.fault_step)
+        ship["trips"] += c["trips"]
+        ship["hours"] += c["hours"]
+        ship["in_successes"] += c["trips_in_successes"]
+        fs = "; ".join(f"{k} {v['caught']}/{v['of']}" + (f" (median {v['median_delay']:.0f} ticks)" if v["median_delay"] is not None else "")
+                       for k, v in f.items()) or "–"
+        per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
+        print(f"| {task} | {thr:.3g} ({src}) | {c['episodes_tripped']}/{c['episodes']} "
+              f"| {c['trips']} / {c['hours']:.3f} h = {per} ({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
+        res.setdefault("shipped", {})[task] = {"threshold": thr, "source": src, "check": c, "faults": f}
+    per = ship["trips"] / ship["hours"] if ship["hours"] else float("nan")
+    print(f"| all | | | {ship['trips']} / {ship['hours']:.3f} h = {per:.1f} ({ship['in_successes']} in successes) | |")
+    res["shipped_all"] = ship
     if a.sweep:
         print("\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within 1 s |")
         print("|---|---|---|---|---|")

@@ -95,6 +95,9 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 			}
 			fmt.Fprintf(w, "ok    calibration: closed-loop, %s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
 				used, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
+			if cl.SuccessfulOnly {
+				fmt.Fprintf(w, "        fitted on the episodes that succeeded only: alpha bounds the trips of episodes that would succeed\n")
+			}
 			if cl.TripsPerHour > 0 {
 				fmt.Fprintf(w, "        certified for %g false trips per running hour over %.3g h of conformal driving (%d episodes)\n", cl.TripsPerHour, cl.ConformalHours, cl.ConformalEpisodes)
 			}

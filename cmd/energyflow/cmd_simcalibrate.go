@@ -33,6 +33,7 @@ type calibrateFlags struct {
 	alpha        float64
 	tripsPerHour float64 // > 0: certify this false-trip rate per running hour instead of alpha
 	traces       string  // comma-separated sim eval --scores files to fit on instead of driving
+	successful   bool    // fit on the episodes that succeeded only
 	fitEpisodes  int     // episodes that fit the bands' mean and std; the rest set q
 	dryRun       bool    // fit and report, leave the bundle alone
 	score        string  // the score the bands are fitted on: energy or state_energy
@@ -61,6 +62,7 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
 	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md; one band, every episode conformal)")
 	fs.Float64Var(&c.tripsPerHour, "trips-per-hour", 0, "certify a false-trip rate per running hour instead of --alpha: drives level-0 episodes until the conformal ones add up to 1/RATE hours (e.g. 1: an hour), or fits on --traces")
+	fs.BoolVar(&c.successful, "successful-only", false, "fit on the level-0 episodes that succeeded only (as FIPER calibrates on successful rollouts): alpha then bounds the trips of episodes that would succeed, and a failing episode may trip more often")
 	fs.StringVar(&c.traces, "traces", "", "fit on recorded level-0 traces instead of driving: comma-separated `sim eval --observe-only --scores` files (each with its --json summary beside it as FILE.json without the l), e.g. from scripts/level0_hours.sh")
 }
 
@@ -181,14 +183,28 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		results []evalResult
 		prov    provenance
 	)
+	var ok []bool // per trace, did its episode succeed
 	if c.traces != "" {
-		traces, prov, err = readTraces(c.traces, c.score, c.rate)
+		traces, ok, prov, err = readTraces(c.traces, c.score, c.rate)
 	} else {
 		traces, results, err = c.drive(ctx, env, root)
 		prov = provenance{task: c.task, steps: c.steps, maxSteps: c.maxSteps, seeds: [2]int{c.seed, c.seed + len(traces) - 1}}
+		for _, r := range results {
+			ok = append(ok, r.Success)
+		}
 	}
 	if err != nil {
 		return fail(err)
+	}
+	if c.successful {
+		kept := traces[:0:0]
+		for i, tr := range traces {
+			if ok[i] {
+				kept = append(kept, tr)
+			}
+		}
+		fmt.Fprintf(env.stderr, "--successful-only: %d of %d episodes succeeded and are kept\n", len(kept), len(traces))
+		traces = kept
 	}
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
@@ -199,6 +215,7 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	cl.Task, cl.Level, cl.RateHz, cl.StepsK, cl.MaxSteps = prov.task, "0", c.rate, prov.steps, prov.maxSteps
 	cl.Seeds = prov.seeds
+	cl.SuccessfulOnly = c.successful
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
 	if c.summary != "" {
 		s := summarize(c.simFlags, results, map[string]int{})
@@ -292,10 +309,12 @@ type provenance struct {
 // was driven. Each episode's trace is the score of every RUNNING tick after
 // the one that armed the gate, NaN without a fresh score, as sim calibrate
 // records it while driving. Faulted or shifted episodes, or a control rate
-// other than rate, are refused.
-func readTraces(list, score string, rate float64) ([][]float64, provenance, error) {
+// other than rate, are refused. ok says, per trace, whether its episode
+// succeeded (the summary's results, in episode order).
+func readTraces(list, score string, rate float64) ([][]float64, []bool, provenance, error) {
 	var (
 		traces [][]float64
+		ok     []bool
 		p      = provenance{seeds: [2]int{math.MaxInt, math.MinInt}}
 		tasks  []string
 		first  = true
@@ -304,7 +323,7 @@ func readTraces(list, score string, rate float64) ([][]float64, provenance, erro
 		path = strings.TrimSpace(path)
 		sumPath := strings.TrimSuffix(path, "l")
 		if sumPath == path || !strings.HasSuffix(sumPath, ".json") {
-			return nil, p, usageError{fmt.Errorf("--traces %s: expected a .jsonl per-tick scores file (sim eval --scores) with its .json summary beside it", path)}
+			return nil, nil, p, usageError{fmt.Errorf("--traces %s: expected a .jsonl per-tick scores file (sim eval --scores) with its .json summary beside it", path)}
 		}
 		var sum evalSummary
 		raw, err := os.ReadFile(sumPath)
@@ -312,27 +331,30 @@ func readTraces(list, score string, rate float64) ([][]float64, provenance, erro
 			err = json.Unmarshal(raw, &sum)
 		}
 		if err != nil {
-			return nil, p, fmt.Errorf("--traces %s: its summary %s: %w", path, sumPath, err)
+			return nil, nil, p, fmt.Errorf("--traces %s: its summary %s: %w", path, sumPath, err)
 		}
 		switch {
 		case sum.Level != "0":
-			return nil, p, usageError{fmt.Errorf("--traces %s: level %s, calibration needs level-0 (in-distribution) episodes", path, sum.Level)}
+			return nil, nil, p, usageError{fmt.Errorf("--traces %s: level %s, calibration needs level-0 (in-distribution) episodes", path, sum.Level)}
 		case sum.RateHz != 0 && sum.RateHz != rate:
-			return nil, p, usageError{fmt.Errorf("--traces %s: recorded at %g Hz, not --rate %g", path, sum.RateHz, rate)}
+			return nil, nil, p, usageError{fmt.Errorf("--traces %s: recorded at %g Hz, not --rate %g", path, sum.RateHz, rate)}
 		}
 		for _, r := range sum.Results {
 			if r.Fault != "" {
-				return nil, p, usageError{fmt.Errorf("--traces %s: episode %d has the fault %s, calibration needs episodes without faults", path, r.Episode, r.Fault)}
+				return nil, nil, p, usageError{fmt.Errorf("--traces %s: episode %d has the fault %s, calibration needs episodes without faults", path, r.Episode, r.Fault)}
 			}
 		}
 		eps, err := readScoreLines(path, score)
 		if err != nil {
-			return nil, p, err
+			return nil, nil, p, err
 		}
 		if len(eps) != sum.Episodes {
-			return nil, p, fmt.Errorf("--traces %s: %d episodes of scores, its summary says %d", path, len(eps), sum.Episodes)
+			return nil, nil, p, fmt.Errorf("--traces %s: %d episodes of scores, its summary says %d", path, len(eps), sum.Episodes)
 		}
 		traces = append(traces, eps...)
+		for i := range eps {
+			ok = append(ok, i < len(sum.Results) && sum.Results[i].Success)
+		}
 		if !slices.Contains(tasks, sum.Task) {
 			tasks = append(tasks, sum.Task)
 		}
@@ -350,7 +372,7 @@ func readTraces(list, score string, rate float64) ([][]float64, provenance, erro
 		}
 	}
 	p.task = strings.Join(tasks, ",")
-	return traces, p, nil
+	return traces, ok, p, nil
 }
 
 // readScoreLines is the per-episode traces of score in a sim eval --scores

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,13 +147,13 @@ func TestReadTraces(t *testing.T) {
 		return string(b)
 	}
 	good := write("button-press_3000", map[string]any{"task": "button-press", "level": "0", "rate_hz": 20, "steps_k": 20, "max_steps": 500, "episodes": 2,
-		"results": []map[string]any{{"episode": 0, "seed": 3000}, {"episode": 1, "seed": 3001}}},
+		"results": []map[string]any{{"episode": 0, "seed": 3000, "success": true}, {"episode": 1, "seed": 3001}}},
 		[]string{line(0, "STOPPED", nil), line(0, "RUNNING", 9.0), line(0, "RUNNING", 1.0), line(0, "RUNNING", nil), line(0, "RUNNING", 2.0),
 			line(1, "STOPPED", 0.5), line(1, "RUNNING", 7.0), line(1, "RUNNING", 3.0), line(1, "STOPPED", 4.0)})
 	other := write("hammer_3000", map[string]any{"task": "hammer", "level": "0", "steps_k": 10, "max_steps": 500, "episodes": 1,
 		"results": []map[string]any{{"episode": 0, "seed": 3100}}},
 		[]string{line(0, "RUNNING", 1.0), line(0, "RUNNING", 2.0)})
-	traces, p, err := readTraces(good+","+other, "state_energy", 20)
+	traces, ok, p, err := readTraces(good+","+other, "state_energy", 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +174,9 @@ func TestReadTraces(t *testing.T) {
 	if p.task != "button-press,hammer" || p.steps != 0 || p.maxSteps != 500 || p.seeds != [2]int{3000, 3100} {
 		t.Errorf("provenance %+v", p)
 	}
+	if want := []bool{true, false, false}; !slices.Equal(ok, want) {
+		t.Errorf("successes %v, want %v (from the summaries' results)", ok, want)
+	}
 
 	shifted := write("shifted", map[string]any{"task": "button-press", "level": "L", "episodes": 0}, nil)
 	faulted := write("faulted", map[string]any{"task": "button-press", "level": "0", "episodes": 1,
@@ -187,11 +191,20 @@ func TestReadTraces(t *testing.T) {
 		{filepath.Join(dir, "nope.jsonl"), "its summary"},
 		{filepath.Join(dir, "scores.txt"), "expected a .jsonl per-tick scores file"},
 	} {
-		if _, _, err := readTraces(tc.list, "state_energy", 20); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+		if _, _, _, err := readTraces(tc.list, "state_energy", 20); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("readTraces(%s): %v, want one line with %q", filepath.Base(tc.list), err, tc.want)
 		}
 	}
-	if _, _, err := readTraces(good, "centered", 20); err == nil || !strings.Contains(err.Error(), "want a sim eval --scores line with episode, state and centered") {
+	// The whole command on them: --successful-only keeps the one episode that succeeded.
+	bdir := shippedBundleCopy(t, moduleRoot(t), "metaworld-button-press")
+	var out, errb bytes.Buffer
+	code := realMain([]string{"sim", "calibrate", "--bundle", bdir, "--score", "state_energy", "--alpha", "0.5", "--rate", "20",
+		"--traces", good, "--successful-only", "--dry-run"}, &out, &errb)
+	if code != exitOK || !strings.Contains(errb.String(), "1 of 2 episodes succeeded and are kept") ||
+		!strings.Contains(out.String(), "closed-loop calibration on 1 level-0 episodes of button-press (seeds 3000–3001") {
+		t.Errorf("sim calibrate --traces --successful-only: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if _, _, _, err := readTraces(good, "centered", 20); err == nil || !strings.Contains(err.Error(), "want a sim eval --scores line with episode, state and centered") {
 		t.Errorf("a score the lines lack: %v", err)
 	}
 }
