@@ -189,12 +189,12 @@ def main() -> None:
     for task, cells in fit.items():
         if a.alpha:
             level = f"--alpha {a.alpha:g}"
-        if a.successful_only:
-            level += " --successful-only"
         else:
             h = running_hours(cells, a.rate)
             per = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
             level = f"--trips-per-hour {per:g}"
+        if a.successful_only:
+            level += " --successful-only"
         cl = calibrate(task, cells, a.rate, level, a.write, a.exe)
         c = check(chk.get(task, []), cl["q"], a.rate)
         f = faults(a.faults, task, cl["q"], a.within, a.fault_step)
