@@ -14,6 +14,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { Failure, check, poll, sleep, videoStats } from './lib.mjs';
 
 const env = process.env;
 const URL = env.EF_URL;
@@ -25,37 +26,6 @@ const MODE = env.EF_MODE || 'e2e';
 const BENCH_MS = Number(env.EF_BENCH_MS || 10000);
 
 const log = (...a) => console.error('[e2e]', ...a);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-class Failure extends Error {}
-function check(cond, msg) { if (!cond) throw new Failure(msg); }
-
-async function poll(fn, what, timeoutMs = 15000, everyMs = 200) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last && last.ok) return last;
-    await sleep(everyMs);
-  }
-  throw new Failure(`timed out waiting for ${what}: last ${JSON.stringify(last)}`);
-}
-
-// Runs in the page: inbound video stats from getStats().
-const videoStats = async () => {
-  const pc = window.__ef && window.__ef.pc;
-  if (!pc) return { ok: false, why: 'no peer connection' };
-  const stats = await pc.getStats();
-  let inbound = null; const codecs = {};
-  stats.forEach((s) => {
-    if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s;
-    if (s.type === 'codec') codecs[s.id] = s;
-  });
-  if (!inbound) return { ok: false, why: 'no inbound-rtp video', state: pc.connectionState };
-  const codec = codecs[inbound.codecId] ? codecs[inbound.codecId].mimeType : '';
-  return { ok: (inbound.framesDecoded || 0) >= 10, framesDecoded: inbound.framesDecoded || 0,
-    width: inbound.frameWidth, height: inbound.frameHeight, codec, state: pc.connectionState };
-};
 
 // Runs in the page: draw the current video frame and read pixels.
 const readPixels = ({ probes, stamp }) => {

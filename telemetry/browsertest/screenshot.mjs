@@ -26,6 +26,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { Failure, check, poll, sleep, videoStats } from './lib.mjs';
 
 const env = process.env;
 const URL = env.EF_URL;
@@ -37,34 +38,6 @@ const PHASE_MS = Number(env.EF_PHASE_MS || 10000);
 const WARMUP_MS = Number(env.EF_WARMUP_MS || 40000);
 
 const log = (...a) => console.error('[screenshot]', ...a);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-class Failure extends Error {}
-function check(cond, msg) { if (!cond) throw new Failure(msg); }
-
-async function poll(fn, what, timeoutMs, everyMs = 250) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last && last.ok) return last;
-    await sleep(everyMs);
-  }
-  throw new Failure(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}: last ${JSON.stringify(last)}`);
-}
-
-// Runs in the page: inbound video stats from getStats() (as e2e.mjs).
-const videoStats = async () => {
-  const pc = window.__ef && window.__ef.pc;
-  if (!pc) return { ok: false, why: 'no peer connection', error: window.__ef && window.__ef.error };
-  const stats = await pc.getStats();
-  let inbound = null;
-  stats.forEach((s) => { if (s.type === 'inbound-rtp' && s.kind === 'video') inbound = s; });
-  if (!inbound) return { ok: false, why: 'no inbound-rtp video', state: pc.connectionState };
-  return { ok: (inbound.framesDecoded || 0) >= 10, framesDecoded: inbound.framesDecoded || 0,
-    width: inbound.frameWidth, height: inbound.frameHeight, state: pc.connectionState };
-};
-
 // Runs in the page: the samples and events received since `since` (unix ms,
 // the runtime's clock; same machine), only the fields summarized here.
 const received = ({ since, eventsSince }) => {
