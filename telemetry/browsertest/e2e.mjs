@@ -14,7 +14,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Failure, check, poll, sleep, videoStats } from './lib.mjs';
+import { Failure, check, launchChromium, poll, sleep, videoStats } from './lib.mjs';
 
 const env = process.env;
 const URL = env.EF_URL;
@@ -183,16 +183,7 @@ async function bench(browser) {
   return { phases };
 }
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
-    '--autoplay-policy=no-user-gesture-required',
-  ],
-});
+const browser = await launchChromium(chromium);
 let code = 0;
 try {
   const result = MODE === 'bench' ? await bench(browser) : await e2e(browser);

@@ -37,3 +37,18 @@ export const videoStats = async () => {
   return { ok: (inbound.framesDecoded || 0) >= 10, framesDecoded: inbound.framesDecoded || 0,
     width: inbound.frameWidth, height: inbound.frameHeight, codec, state: pc.connectionState };
 };
+
+// launchChromium starts Debian's Chromium (or executablePath) headless and
+// offline: every host but loopback is unresolvable.
+export function launchChromium(chromium, executablePath = '/usr/bin/chromium') {
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
+      '--autoplay-policy=no-user-gesture-required',
+    ],
+  });
+}

@@ -26,7 +26,7 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Failure, check, poll, sleep, videoStats } from './lib.mjs';
+import { Failure, check, launchChromium, poll, sleep, videoStats } from './lib.mjs';
 
 const env = process.env;
 const URL = env.EF_URL;
@@ -158,16 +158,7 @@ async function phase(page, name, file, eventsSince, extra = {}) {
 check(URL && BRIDGE, 'EF_URL and EF_BRIDGE are required');
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: env.EF_CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
-      '--autoplay-policy=no-user-gesture-required',
-    ],
-  });
+  browser = await launchChromium(chromium, env.EF_CHROMIUM || '/usr/bin/chromium');
 } catch (e) {
   console.error('FAIL: cannot start Chromium: ' + String(e.message).split('\n')[0]);
   process.exit(1);
