@@ -509,11 +509,11 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 // calibration if it has one, else its held-out quantile: the policy energy
 // does not see an unseen state (score matching fixes it only up to a
 // state-dependent constant), the state term does, and measured through the
-// runtime the energy stop added false stops without catching a fault the
-// state score missed (docs/safety.md, "What is watched by default"). A
-// bundle without it watches the calibration's closed-loop score (cl: when
-// it applies to the rule), else its recommended score. clNote says why the
-// bundle's closed_loop does not apply, if it does not.
+// runtime the energy stop added false stops and caught fewer of every fault
+// (docs/safety.md, "What is watched by default"). A bundle without it
+// watches the calibration's closed-loop score (cl: when it applies to the
+// rule), else its recommended score. clNote says why the bundle's
+// closed_loop does not apply, if it does not.
 func defaultScores(cl *ClosedLoop, cal *Calibration, clNote string) ([]ScoreConfig, []string, error) {
 	switch {
 	case cal != nil && cal.StateEnergy != nil:
