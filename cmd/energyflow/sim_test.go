@@ -300,7 +300,8 @@ func TestSimEvalEpisode(t *testing.T) {
 // refused on every tick is reported as never_armed, not as a step-limit
 // failure: the shipped ButtonPress bundle with its recommended threshold
 // set below any energy the policy can produce (and its closed-loop bands
-// removed).
+// removed), watched with --watch energy (the default watch is its state
+// term).
 func TestSimEvalNeverArmed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closed-loop episode")
@@ -331,7 +332,7 @@ func TestSimEvalNeverArmed(t *testing.T) {
 	var out, errb bytes.Buffer
 	t.Setenv("ENERGYFLOW_ROOT", root)
 	code := realMain([]string{"sim", "eval", "--bundle", bundle, "--episodes", "1", "--max-steps", "12",
-		"--seed", "100", "--rate", "5", "--json", summary}, &out, &errb)
+		"--seed", "100", "--rate", "5", "--watch", "energy", "--json", summary}, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("sim eval exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
