@@ -332,10 +332,10 @@ func (a *App) openVision(cfg *Config) error {
 // (diffusion) gets the energy monitor disabled, with one warning, since
 // there is nothing to score; every other check still stops the arm —
 // unless the bundle has the state term (state_energy), which the monitor
-// then watches alone: by default, or when the config lists it alone. A configuration that asks
-// for a score the bundle cannot give (an energy of a diffusion policy,
-// state_energy of a bundle without the state term) is refused rather than
-// silently ignored.
+// then watches alone: by default, or when the config lists it alone. A
+// configuration that asks for a score the bundle cannot give (an energy of
+// a diffusion policy, state_energy of a bundle without the state term) is
+// refused rather than silently ignored.
 func safetyConfig(cfg *Config, b *engines.Bundle, log *slog.Logger) (safety.Config, error) {
 	sc := cfg.Safety
 	m := &b.Manifest

@@ -348,6 +348,9 @@ func fitPerHour(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
 	case o.BandUnit == BandFreshScores:
 		return nil, fmt.Errorf("safety: a false-trip rate per hour needs traces with one entry per running tick (band unit %q), not %q", BandTicks, BandFreshScores)
 	}
+	if len(traces) == 0 {
+		return nil, errors.New("safety: no closed-loop episodes: a false-trip rate per hour needs conformal level-0 driving")
+	}
 	fit := o.FitEpisodes
 	if fit == 0 && !o.Standardized {
 		fit = len(traces) / 2

@@ -868,6 +868,7 @@ func TestFitClosedLoopPerHourErrors(t *testing.T) {
 		{"too short", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, RateHz: 20, Standardized: true},
 			"safety: 40 conformal episodes with 0.0556 h of running cannot certify a false-trip rate of 1 per hour: need at least 1 h of conformal level-0 driving (about 680 more episodes like these), or a higher rate"},
 		{"every episode", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1000, RateHz: 20, Standardized: true}, "lets every episode trip"},
+		{"no episodes", nil, ClosedLoopOptions{TripsPerHour: 1, RateHz: 20, Standardized: true}, "no closed-loop episodes"},
 		{"no rate", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, Standardized: true}, "needs the traces' control rate"},
 		{"negative", eps(40, 100), ClosedLoopOptions{TripsPerHour: -1, RateHz: 20}, "false trips per hour -1"},
 		{"fresh scores", eps(40, 100), ClosedLoopOptions{TripsPerHour: 1, RateHz: 20, BandUnit: BandFreshScores}, "one entry per running tick"},

@@ -59,8 +59,8 @@
 # bundles/ (candidates before they are shipped; keep them in their own --out).
 # --watch SCORES makes the energy stop of every runtime cell watch these scores
 # (sim eval --watch: e.g. state_energy, or energy,state_energy) instead of the
-# bundle's default watch set (its calibration's score, plus state_energy when
-# the bundle has the state term); the cells keep their names, so give them their
+# bundle's default watch set (state_energy alone when the bundle has the state
+# term, else its calibration's score); the cells keep their names, so give them their
 # own --out.
 # --observe runs every runtime cell with the energy stop observing only (sim eval
 # --observe-only): the scores are traced to the end of every episode and nothing

@@ -107,26 +107,6 @@ def check(cells: List[Path], q: float, rate: float) -> Dict:
             "trips_in_failures": in_failure}
 
 
-def trip_lines(lines: List[sr.Line], make, rearm: float) -> List[int]:
-    """The lines at which the rule trips over a whole trace, re-armed after each trip once a score is
-    back at or below rearm (as stop_rules.all_trips)."""
-    observe = make()
-    out: List[int] = []
-    waiting = False
-    for i, (state, x) in enumerate(lines):
-        if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
-            continue
-        fresh = x is not None and math.isfinite(x)
-        if waiting:
-            if fresh and x <= rearm:
-                waiting, observe = False, make()
-            continue
-        if fresh and observe(x):
-            out.append(i)
-            observe, waiting = make(), True
-    return out
-
-
 def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int) -> Dict[str, Dict]:
     out: Dict[str, Dict] = {}
     if d is None:
@@ -140,7 +120,7 @@ def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int)
             if on is None:
                 continue
             n += 1
-            hit = [t - on for t in trip_lines(lines, make, q) if on <= t <= on + within]
+            hit = [t - on for t in sr.trip_lines(lines, make, q)[0] if on <= t <= on + within]
             if hit:
                 delays.append(hit[0])
         out[fault] = {"caught": len(delays), "of": n, "median_delay": statistics.median(delays) if delays else None}

@@ -108,15 +108,16 @@ def first_trip(lines: List[Line], make: Callable[[], Callable[[float], bool]]) -
     return None, running
 
 
-def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]],
-              rearm: Optional[float] = None) -> Tuple[int, int]:
-    """Every trip of a whole trace and the running lines seen, for traces recorded with the stop
-    observing only (sim eval --observe-only), which run on past a trip. After a trip the rule starts
-    afresh, as after an operator's reset — with rearm, only once a fresh score is at or below it (the
-    gate refuses a reset while the deciding score is above its threshold), so a score that stays high
-    counts as one trip."""
+def trip_lines(lines: List[Line], make: Callable[[], Callable[[float], bool]],
+               rearm: Optional[float] = None) -> Tuple[List[int], int]:
+    """The lines of every trip of a whole trace and the running lines seen, for traces recorded with
+    the stop observing only (sim eval --observe-only), which run on past a trip. After a trip the rule
+    starts afresh, as after an operator's reset — with rearm, only once a fresh score is at or below it
+    (the gate refuses a reset while the deciding score is above its threshold), so a score that stays
+    high counts as one trip."""
     observe = make()
-    trips = running = 0
+    trips: List[int] = []
+    running = 0
     waiting = False
     for i, (state, x) in enumerate(lines):
         if state != "RUNNING" and (i == 0 or lines[i - 1][0] != "RUNNING"):
@@ -129,10 +130,17 @@ def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]],
                 observe = make()
             continue
         if fresh and observe(x):
-            trips += 1
+            trips.append(i)
             observe = make()
             waiting = rearm is not None
     return trips, running
+
+
+def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]],
+              rearm: Optional[float] = None) -> Tuple[int, int]:
+    """How many trips trip_lines finds, and the running lines seen."""
+    trips, running = trip_lines(lines, make, rearm)
+    return len(trips), running
 
 
 def threshold_of(spec: str) -> Optional[float]:

@@ -564,7 +564,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	var e evalFlags
 	e.register(fs)
-	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, its calibration's score and, with the state term, state_energy")
+	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, state_energy alone with the state term, else its calibration's score")
 	fs.BoolVar(&e.observeOnly, "observe-only", false, "run the energy stop as an observer: every score is traced (--scores) but none ends an episode, so the traces run to success or the step limit and scripts/stop_rules.py can replay any rule on them; every other stop still acts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -901,8 +901,8 @@ type evalSummary struct {
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
 	// Watch is what the energy stop watched, as the gate resolved it:
-	// --watch, or without it the bundle's default watch set (its
-	// calibration's score and, with the state term, state_energy). Every
+	// --watch, or without it the bundle's default watch set (state_energy
+	// alone with the state term, else its calibration's score). Every
 	// episode watches the same; empty: the energy stop was off (a policy
 	// without an energy).
 	Watch []string `json:"watch,omitempty"`
