@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -882,6 +883,44 @@ func TestFitClosedLoopPerHourErrors(t *testing.T) {
 			}
 			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "safety: ") {
 				t.Fatalf("error %q, want one line with %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// A closed-loop calibration the stop cannot use is a warning only when its
+// score is watched (a config threshold or another rule overrides it); when
+// the default watch set leaves that score out, as it does the policy energy
+// of a bundle with the state term, the gate says so at info level.
+func TestClosedLoopUnusedLogLevel(t *testing.T) {
+	five := 5.0
+	cases := []struct {
+		name   string
+		scores []ScoreConfig
+		want   string // the level of the line about calibration.closed_loop
+	}{
+		{"default watch set: state_energy alone", nil, "INFO"},
+		{"energy with a config threshold", []ScoreConfig{{Name: "energy", Threshold: &five}}, "WARN"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cal := closedLoopCalIn(BandTicks)
+			cal.StateEnergy = &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}
+			cfg := closedLoopConfig()
+			cfg.Energy.Scores = c.scores
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, nil))
+			if _, err := New(newFakeArm(), cfg, cal, Options{Logger: log}); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, line := range strings.Split(buf.String(), "\n") {
+				if strings.Contains(line, "closed_loop_score=energy") {
+					got = strings.TrimPrefix(strings.Fields(line)[1], "level=")
+				}
+			}
+			if got != c.want {
+				t.Errorf("line about the unused calibration at level %q, want %q; log:\n%s", got, c.want, buf.String())
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,9 +186,17 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 	}
 	if cal != nil && cal.ClosedLoop != nil && len(th) > 0 && !slices.ContainsFunc(th, func(t Threshold) bool { return t.Bands != nil }) {
 		c := cal.ClosedLoop
-		g.log.Warn("safety: the bundle's closed-loop energy threshold (calibration.closed_loop) is not used: the config sets the threshold, monitors another score or runs another rule than the one it was certified for",
-			"closed_loop_score", c.Score, "closed_loop_rule", fmt.Sprintf("%s %d/%d", c.Rule.Kind, c.Rule.N, c.Rule.M),
-			"rule", ruleName(cfg.Energy.Rule), "threshold", th[0].Value, "source", th[0].Source)
+		watched := slices.ContainsFunc(th, func(t Threshold) bool { return t.Score.String() == c.Score })
+		if !watched {
+			// the default watch set of a bundle with the state term leaves the
+			// policy energy's calibration aside: expected, not a warning
+			g.log.Info("safety: the bundle's closed-loop calibration is for a score the stop does not watch",
+				"closed_loop_score", c.Score, "watched", watchedNames(th))
+		} else {
+			g.log.Warn("safety: the bundle's closed-loop threshold (calibration.closed_loop) is not used: the config sets the threshold or runs another rule than the one it was certified for",
+				"closed_loop_score", c.Score, "closed_loop_rule", fmt.Sprintf("%s %d/%d", c.Rule.Kind, c.Rule.N, c.Rule.M),
+				"rule", ruleName(cfg.Energy.Rule), "threshold", th[0].Value, "source", th[0].Source)
+		}
 	}
 	g.fresh = make([]int, len(th))
 	g.thrNow = make([]float64, len(th))
@@ -601,4 +610,13 @@ func armPosition(in *Inputs) []float64 {
 		return nil
 	}
 	return in.Arm.Position
+}
+
+// watchedNames names the scores of th, comma-separated ("state_energy").
+func watchedNames(th []Threshold) string {
+	names := make([]string, len(th))
+	for i, t := range th {
+		names[i] = t.Score.String()
+	}
+	return strings.Join(names, ",")
 }
