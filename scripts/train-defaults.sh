@@ -14,9 +14,8 @@
 # default, as for `energyflow train`: log-normal sigma, EDM weighting;
 # docs/evaluation.md, "The energy head"). The five shipped Meta-World state
 # bundles were made this way (BinPicking with FORCE=1: it fails the gate's
-# training scenes, 15/20, as its DP does); the camera bundle is still the
-# pooled head. A denoiser
-# bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
+# training scenes, 15/20, as its DP does), and so is the camera bundle. A
+# denoiser bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
 # episodes, bands in running ticks since arming), which its stop then uses:
 # its energy (~1e5 at gamma) rises at the start of an episode where held-out
 # windows cannot see it. Every EnergyFlow state bundle also gets the state
@@ -32,7 +31,7 @@
 # EnergyFlow uses the Gaussian energy prior with EDM input and output scaling
 # (docs/evaluation.md says why: without them the score vanishes at sigma_max
 # and sampling never leaves the initial noise).
-# POLICY=image records 50 demonstrations with the camera (96×96,
+# POLICY=image records 200 demonstrations with the camera (96×96, seeds 0-199,
 # build/demos/<task>-camera.hdf5) and conditions on the frames (ResNet-18 of
 # width 8 on a 64×64 crop: a CPU-size encoder, 64 features) plus the arm's
 # own state (obs/proprio: hand xyz + gripper), not the object positions.
@@ -53,16 +52,15 @@ mkdir -p build/demos build/runs bundles
 policy=${POLICY:-energyflow}
 steps=${STEPS:-12000}
 read -r -a width <<< "${WIDTH:-32 64 128}"
+case "${ENERGY_HEAD:-denoiser}" in
+  pooled) head=(--energy-head pooled --energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
+  denoiser) head=(--energy-head denoiser --sigma-sampling lognormal --loss-weighting edm) ;;
+  *) echo "train-defaults.sh: ENERGY_HEAD must be pooled or denoiser, got $ENERGY_HEAD" >&2; exit 2 ;;
+esac
 case "$policy" in
-  energyflow) suffix=""
-    case "${ENERGY_HEAD:-denoiser}" in
-      pooled) extra=(--energy-head pooled --energy-prior gaussian --input-scale c_in --energy-scale edm) ;;
-      denoiser) extra=(--energy-head denoiser --sigma-sampling lognormal --loss-weighting edm) ;;
-      *) echo "train-defaults.sh: ENERGY_HEAD must be pooled or denoiser, got $ENERGY_HEAD" >&2; exit 2 ;;
-    esac ;;
+  energyflow) suffix=""; extra=("${head[@]}") ;;
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
-  image) suffix="-image"; extra=(--energy-head pooled --energy-prior gaussian --input-scale c_in --energy-scale edm
-                                 --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
+  image) suffix="-image"; extra=("${head[@]}" --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
   *) echo "train-defaults.sh: POLICY must be energyflow, diffusion or image, got $policy" >&2; exit 2 ;;
 esac
 for task in "${tasks[@]}"; do
@@ -70,7 +68,7 @@ for task in "${tasks[@]}"; do
   episodes=200
   if [ "$policy" = image ]; then
     demos=build/demos/$task-camera.hdf5
-    [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 50 --seed 0 --camera --out "$demos" --no-progress
+    [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --camera --out "$demos" --no-progress
   fi
   [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes "$episodes" --seed 0 --out "$demos" --no-progress
   name=metaworld-$task$suffix
@@ -96,7 +94,7 @@ for task in "${tasks[@]}"; do
     (cd training && ../$py -m energyflow calibrate --bundle "../bundles/$name" --data "../$demos" \
         --n-windows 512 --seed 0 --split-seed 0)
   fi
-  if [ "$policy" = energyflow ] && [ "${ENERGY_HEAD:-denoiser}" = denoiser ]; then
+  if [ "$policy" != diffusion ] && [ "${ENERGY_HEAD:-denoiser}" = denoiser ]; then
     # the denoiser energy (~1e5 at gamma, a start transient) is calibrated on what the
     # robot sees: 40 level-0 episodes through the runtime, seeds 2000-2039, at the
     # evaluation's 20 Hz (docs/safety.md, "Closed-loop calibration")
@@ -114,7 +112,19 @@ for task in "${tasks[@]}"; do
       # (the shipped ones: on the same seeds' traces from scripts/level0_hours.sh, with
       # --traces; docs/evaluation.md, "False trips per hour")
       ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
-        --episodes 60 --seed 3000 --steps 10 --rate 20 --json "$run/calibrate-state.json" ;;
+        --episodes 60 --seed 3000 --steps 10 --rate 20 --json "$run/calibrate-state.json"
+      # and they run at K = 10 by default: at K = 20 the plan (~90 ms on this CPU) lands after
+      # the 50 ms control period and they grasp in 28-34 of 50 episodes, at K = 10 in 45-50
+      # (docs/evaluation.md, "EnergyFlow (denoiser head) and LeRobot on the grasping tasks")
+      $py - "bundles/$name/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["sampler"]["steps"] = 10
+with open(sys.argv[1], "w") as f:
+    json.dump(m, f, indent=1)
+    f.write("\n")
+PY
+      ;;
     esac
   fi
   ./bin/energyflow bundle verify "bundles/$name" 2>/dev/null || go run ./cmd/energyflow bundle verify "bundles/$name"

@@ -105,12 +105,12 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: str, width: int = 128,
-          log_every: int = 500, head: str = "pooled"
+          log_every: int = 500, head: str = "pooled", sigma_mean: float = -0.5, sigma_std: float = 1.2
           ) -> Tuple[torch.nn.Module, Expert, np.ndarray, np.ndarray, List[float], float]:
     """Train on expert samples. ``head`` pooled: the paper's recipe (t ~ U[0,T], w = 1);
     denoiser: the quadratic denoiser energy with the toolkit's defaults for it
-    (ln sigma ~ N(-0.5, 1.2^2), EDM weighting), as ``--energy-head denoiser``
-    trains it."""
+    (ln sigma ~ N(sigma_mean, sigma_std^2), by default N(-0.5, 1.2^2), EDM
+    weighting), as ``--energy-head denoiser`` trains it."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     ex = Expert(dim, seed)
@@ -134,7 +134,7 @@ def train(dim: int, steps: int, batch: int, lr: float, seed: int, energy_scale: 
         at = torch.as_tensor(a, dtype=torch.float32).reshape(batch, 1, dim)
         st = torch.as_tensor(s, dtype=torch.float32)
         if head == "denoiser":
-            t = sample_t_lognormal(batch, cfg.schedule, -0.5, 1.2, gen)
+            t = sample_t_lognormal(batch, cfg.schedule, sigma_mean, sigma_std, gen)
             loss = dsm_loss(model, at, st, cfg.schedule, t=t, generator=gen, weighting="edm")
         else:
             loss = dsm_loss(model, at, st, cfg.schedule)
@@ -229,6 +229,10 @@ def main() -> None:
     p.add_argument("--energy-head", default="pooled", choices=list(ENERGY_HEADS),
                    help="pooled: the paper's head and recipe; denoiser: the quadratic denoiser energy "
                         "(log-normal sigma, EDM weighting)")
+    p.add_argument("--sigma-mean", type=float, default=-0.5,
+                   help="denoiser head: mean of ln sigma in training (the toolkit's default -0.5)")
+    p.add_argument("--sigma-std", type=float, default=1.2,
+                   help="denoiser head: std of ln sigma in training (the toolkit's default 1.2)")
     p.add_argument("--read-sigmas", default="",
                    help="also read E at these noise levels (comma-separated sigmas, mapped to the schedule's t) "
                         "and print Spearman(-E, Q) mean/min per level, e.g. 0.01,0.05,0.1,0.2,0.5,1,2; "
@@ -244,11 +248,13 @@ def main() -> None:
     out = {}
     for dim in a.dims:
         model, ex, mean, std, losses, secs = train(dim, a.steps, a.batch, a.lr, a.seed, a.energy_scale, a.width,
-                                                     head=a.energy_head)
+                                                     head=a.energy_head, sigma_mean=a.sigma_mean,
+                                                     sigma_std=a.sigma_std)
         rows = evaluate(model, ex, mean, std, a.states, a.seed, read_sigmas, read_sums)
         out[dim] = {"rows": rows, "train_seconds": secs, "final_loss": float(np.mean(losses[-200:]))}
     print()
-    print(f"head={a.energy_head} steps={a.steps} batch={a.batch} lr={a.lr} width={a.width} energy_scale={a.energy_scale} "
+    law = f" ln sigma ~ N({a.sigma_mean:g}, {a.sigma_std:g}^2)" if a.energy_head == "denoiser" else ""
+    print(f"head={a.energy_head}{law} steps={a.steps} batch={a.batch} lr={a.lr} width={a.width} energy_scale={a.energy_scale} "
           f"(gamma=1e-3, K=20)")
     print("| D | state | weights w_k(s) | Spearman(-E, Q) | sample share per mode | on-mode | all modes |")
     print("|---|---|---|---|---|---|---|")
