@@ -287,7 +287,7 @@ for policy in $policies; do
   done
 done
 
-# What the monitored energy is made of (docs/evaluation.md, "What the energy
+# What the monitored energy is made of (docs/evaluation-history.md, "What the energy
 # measures here"): prior term vs scaled residual, on held-out demo windows.
 if [ "$episodes" -gt 2 ]; then
   for task in $fault_tasks; do
@@ -318,6 +318,7 @@ if [ "$publish" = 1 ]; then
   name=${out##*/}; suffix=${name#eval}; img=img
   [ -n "$suffix" ] && { suffix=-$suffix; img=img/$name; }
   mkdir -p "docs/$img"
+  rm -f "docs/$img"/eval-*.png # plots of cells no longer in the grid go too
   cp "$out"/img/*.png "docs/$img/"
   sed "s#$out/img/#$img/#g" "$out/report.md" > "docs/evaluation-results$suffix.md"
   echo "published: docs/evaluation-results$suffix.md, docs/$img/"
