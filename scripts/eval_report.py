@@ -194,8 +194,9 @@ def detect_delay(ep: Episode, thr: float, onset: int, which: int = 0) -> Optiona
 
 
 def success_table(cells: List[Cell]) -> str:
-    rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | steps to success (median) | paper (level 0) | safety stops |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| policy | task | level | K | success | 95% CI (Wilson) | n | steps to success (median) | paper (level 0) | "
+            "the energy stop watched | never armed | safety stops | inference p50 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     key = POLICY_ORDER
     for c in sorted((c for c in cells if not c.fault),
                     key=lambda c: (key.get(c.policy, 9), TASKS.index(c.task) if c.task in TASKS else 9,
@@ -206,10 +207,17 @@ def success_table(cells: List[Cell]) -> str:
         paper = PAPER.get(c.policy, {}).get(c.task) if c.level == "0" else None
         trips = ", ".join(f"{a}={b}" for a, b in sorted(c.summary.get("trips", {}).items())) or "none"
         sts = median_steps(c.episodes)
+        # what the stop watched (sim eval's summary; "off": a policy without an
+        # energy; cells from before it was recorded: "–"), and the episodes auto-start never armed (the stop's
+        # start check refused the scene all episode long: the arm never moved)
+        watch = ",".join(c.summary.get("watch") or []) or ("off" if "never_armed" in c.summary else "–")
+        never = c.summary.get("never_armed")
+        p50 = c.summary.get("inference_p50_ms")
         rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.level} | {c.k} | "
                     f"{100 * k / max(n, 1):.0f}% | {100 * lo:.0f}–{100 * hi:.0f}% | {n} | "
                     f"{'–' if sts is None else f'{sts:.0f}'} | "
-                    f"{'' if paper is None else f'{paper:.1f}%'} | {trips} |")
+                    f"{'' if paper is None else f'{paper:.1f}%'} | {watch} | {'–' if never is None else never} | "
+                    f"{trips} | {'–' if p50 is None else f'{p50:.0f} ms'} |")
     return "\n".join(rows)
 
 
@@ -662,9 +670,13 @@ def main() -> None:
         "### The policy alone (reference sampler straight on Meta-World, same seeds, no runtime) and through the runtime",
         rollout_table(Path(a.dir), cells),
         "### Success by where the scene is (level 0; distance of the randomized positions from their mean, sim.positions)", position_table(cells, Path(a.dir)),
-        "## Safety monitor (energy of the committed chunk)", st,
+        "## The policy energy as an alarm (energy of the committed chunk)",
+        "Replayed offline with the energy's own rule (3 of 5 at the calibration's recommended threshold). "
+        "A bundle with the state term is stopped on `state_energy` by default, not on this score "
+        "(the success table's \"watched\" column says what each cell's stop watched): these tables "
+        "compare the policy energy as a candidate, they are not the shipped stop's false trips.", st,
         "### What each fault changed (same seeds, with and without it)", fault_outcome_table(cells),
-        "### Threshold sweep (3-of-5 rule replayed on the traces, K = 20)", sw,
+        "### Threshold sweep of the policy energy (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,
         f"### Within each cell, whole episode and the first {MATCHED_WINDOW} ticks", rc,
         "## Inference latency (RQ6, this machine)", latency_table(Path(a.dir)),

@@ -231,3 +231,17 @@ def test_threshold_sweep_skips_a_closed_loop_only_calibration(tmp_path):
     (tmp_path / "energyflow_button-press_0_K20.jsonl").write_text("".join(json.dumps(t) + "\n" for t in ticks))
     table, head = er.threshold_sweep(er.load(tmp_path), rate=20.0)
     assert head == {} and "button-press" not in table
+
+
+@pytest.mark.parametrize("summary,want", [
+    # what sim eval's summary says the stop watched, and the never-armed episodes
+    ({"watch": ["state_energy"], "never_armed": 2, "inference_p50_ms": 31.4}, "| state_energy | 2 | none | 31 ms |"),
+    ({"never_armed": 0}, "| off | 0 | none | – |"),  # a policy without an energy: the stop was off
+    ({}, "| – | – | none | – |"),                     # a cell from before these were recorded
+])
+def test_success_table_says_what_the_stop_watched(tmp_path, summary, want):
+    name = "energyflow_button-press_S_K20"
+    (tmp_path / f"{name}.json").write_text(json.dumps(
+        {"episodes": 2, "results": [{"success": True, "steps": 50}, {"success": False, "steps": 500}], **summary}))
+    row = [r for r in er.success_table(er.load(tmp_path)).splitlines() if r.startswith("| EnergyFlow |")]
+    assert len(row) == 1 and row[0].endswith(want), row
