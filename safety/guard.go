@@ -186,8 +186,8 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 	}
 	if cal != nil && cal.ClosedLoop != nil && len(th) > 0 && !slices.ContainsFunc(th, func(t Threshold) bool { return t.Bands != nil }) {
 		c := cal.ClosedLoop
-		watched := slices.ContainsFunc(th, func(t Threshold) bool { return t.Score.String() == c.Score })
-		if !watched {
+		i := slices.IndexFunc(th, func(t Threshold) bool { return t.Score.String() == c.Score })
+		if i < 0 {
 			// the default watch set of a bundle with the state term leaves the
 			// policy energy's calibration aside: expected, not a warning
 			g.log.Info("safety: the bundle's closed-loop calibration is for a score the stop does not watch",
@@ -195,7 +195,7 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 		} else {
 			g.log.Warn("safety: the bundle's closed-loop threshold (calibration.closed_loop) is not used: the config sets the threshold or runs another rule than the one it was certified for",
 				"closed_loop_score", c.Score, "closed_loop_rule", fmt.Sprintf("%s %d/%d", c.Rule.Kind, c.Rule.N, c.Rule.M),
-				"rule", ruleName(cfg.Energy.Rule), "threshold", th[0].Value, "source", th[0].Source)
+				"rule", ruleName(cfg.Energy.Rule), "threshold", th[i].Value, "source", th[i].Source)
 		}
 	}
 	g.fresh = make([]int, len(th))

@@ -35,13 +35,11 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
   done
 fi
 .venv/bin/python - "$out" <<'PY'
-import json, math, re, statistics, sys
+import json, re, statistics, sys
 from pathlib import Path
 
-def wilson(k, n, z=1.96):
-    p = k / n; d = 1 + z * z / n; c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
+sys.path.insert(0, "scripts")
+from eval_report import wilson  # the report's Wilson interval, not a second copy
 
 rows = {}
 for f in sorted(Path(sys.argv[1]).glob("*.json")):
