@@ -23,6 +23,12 @@
 # out-of-distribution score of the observation alone (g and the transition
 # component) that the stop watches by default, alone; on the grasping tasks its
 # threshold is calibrated in closed loop (below).
+#   TEACHER_SHIFT=1.5 scripts/train-defaults.sh TASK ...  (EnergyFlow distilled from the
+#                                              task's Diffusion Policy run,
+#                                              build/runs/metaworld-<task>-dp/latest.pt, with
+#                                              scene shifts up to 1.5x the scenes' spread
+#                                              labelled by it; train the DP first;
+#                                              training/energyflow/distill.py)
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
 #                                              the shipped one: STEPS=6000, about 45 min)
@@ -65,6 +71,13 @@ case "$policy" in
   *) echo "train-defaults.sh: POLICY must be energyflow, diffusion or image, got $policy" >&2; exit 2 ;;
 esac
 for task in "${tasks[@]}"; do
+  distill=()
+  if [ -n "${TEACHER_SHIFT:-}" ]; then
+    teacher=build/runs/metaworld-$task-dp/latest.pt
+    [ "$policy" = energyflow ] || { echo "train-defaults.sh: TEACHER_SHIFT distils an EnergyFlow state policy, not POLICY=$policy" >&2; exit 2; }
+    [ -f "$teacher" ] || { echo "train-defaults.sh: no teacher $teacher: run POLICY=diffusion scripts/train-defaults.sh $task first" >&2; exit 2; }
+    distill=(--teacher "../$teacher" --teacher-shift "$TEACHER_SHIFT")
+  fi
   demos=build/demos/$task.hdf5
   episodes=200
   if [ "$policy" = image ]; then
@@ -78,7 +91,7 @@ for task in "${tasks[@]}"; do
   (cd training && ../$py -m energyflow train --data "../$demos" --out "../$run" --name "$name" \
       --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
       --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
-      "${extra[@]}")
+      "${extra[@]}" "${distill[@]}")
   if [ "$policy" != image ]; then
     gate=0
     (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow gate --bundle "../$run/bundle" --data "../$demos" \

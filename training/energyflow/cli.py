@@ -69,6 +69,11 @@ _TRAIN_FLAGS = {
     "--sigma-std": ("sigma_std", float, "lognormal: std of ln sigma (1.2)"),
     "--loss-weighting": ("loss_weighting", str, "energyflow DSM weight: sigma2 = sigma^2|S + eps/sigma|^2 "
                          "(Algorithm 1) | edm = (sigma^2+1)|sigma S + eps|^2 (default: edm for denoiser, sigma2 for pooled)", LOSS_WEIGHTINGS),
+    "--teacher": ("teacher", str, "energyflow: distil from this Diffusion Policy checkpoint (.pt, trained on the "
+                  "same data): its noise estimate replaces the drawn noise as the loss target (energyflow.distill)"),
+    "--teacher-shift": ("teacher_shift", float, "with --teacher: scene shifts c(s_i - s_j), c ~ U[0, KAPPA], of "
+                        "demonstration start states, labelled by the teacher (0 = none)"),
+    "--teacher-shift-fraction": ("teacher_shift_fraction", float, "with --teacher-shift: fraction of each batch shifted (0.5)"),
     "--threads": ("threads", int, "torch CPU threads (2)"),
     "--device": ("device", str, "auto | cpu | cuda | cuda:N"),
 }

@@ -212,6 +212,11 @@ class TrainConfig:
     sigma_mean: float = -0.5                 # lognormal: mean of ln sigma (EDM's -1.2 at sigma_data 0.5)
     sigma_std: float = 1.2                   # lognormal: std of ln sigma
     loss_weighting: str = "auto"             # sigma2 (Algorithm 1) | edm: (sigma^2+1)|sigma(-dE/da) + eps|^2 | auto
+    # distillation from a trained Diffusion Policy (energyflow.distill): its checkpoint,
+    # or "" for plain denoising score matching
+    teacher: str = ""
+    teacher_shift: float = 0.0               # kappa: scene shifts c (s_i - s_j), c ~ U[0, kappa], labelled by the teacher
+    teacher_shift_fraction: float = 0.5      # the fraction of each batch so shifted
 
     def __post_init__(self) -> None:
         if self.sigma_sampling not in SIGMA_SAMPLINGS + ("auto",):
@@ -220,6 +225,10 @@ class TrainConfig:
             raise ValueError(f"unknown loss weighting {self.loss_weighting!r}: want one of {', '.join(LOSS_WEIGHTINGS)} or auto")
         if not self.sigma_std > 0:
             raise ValueError(f"sigma_std must be > 0, got {self.sigma_std}")
+        if not self.teacher_shift >= 0:
+            raise ValueError(f"teacher_shift must be >= 0, got {self.teacher_shift}")
+        if not 0 <= self.teacher_shift_fraction <= 1:
+            raise ValueError(f"teacher_shift_fraction must be in [0, 1], got {self.teacher_shift_fraction}")
 
     def for_head(self, head: str) -> "TrainConfig":
         """A copy with ``auto`` noise sampling and loss weighting replaced by ``head``'s
@@ -240,7 +249,12 @@ class TrainConfig:
         samp: Dict[str, Any] = {"kind": self.sigma_sampling}
         if self.sigma_sampling == "lognormal":
             samp.update(mean=self.sigma_mean, std=self.sigma_std, clip="schedule")
-        return {"sigma_sampling": samp, "loss_weighting": self.loss_weighting}
+        rec: Dict[str, Any] = {"sigma_sampling": samp, "loss_weighting": self.loss_weighting}
+        if self.teacher:
+            from .distill import record
+
+            rec["teacher"] = record(self.teacher, self.teacher_shift, self.teacher_shift_fraction)
+        return rec
 
 
 def load_config_file(path: str | Path) -> Dict[str, Any]:

@@ -48,7 +48,8 @@ def sample_t_lognormal(batch: int, s: Schedule, mean: float, std: float,
 
 def dsm_loss(model, a0: torch.Tensor, cond: torch.Tensor, schedule: Schedule,
              t: Optional[torch.Tensor] = None, eps: Optional[torch.Tensor] = None,
-             generator: Optional[torch.Generator] = None, weighting: str = "sigma2") -> torch.Tensor:
+             generator: Optional[torch.Generator] = None, weighting: str = "sigma2",
+             target: Optional[torch.Tensor] = None) -> torch.Tensor:
     """w(sigma) * sigma(t)^2 * || -dE/da_t + eps/sigma(t) ||^2 averaged over batch and elements.
 
     ``a0`` [B,T_p,D_a] standardized clean actions, ``cond`` [B,C]. The score is
@@ -60,6 +61,9 @@ def dsm_loss(model, a0: torch.Tensor, cond: torch.Tensor, schedule: Schedule,
 
     Note the sign: with a_t = a0 + sigma*eps the target score is -eps/sigma, and
     the paper writes the residual as S + eps/sigma with S = -dE/da.
+
+    ``target`` replaces ``eps`` in the residual (not in a_t): a teacher's
+    estimate of the noise at a_t (:mod:`energyflow.distill`).
     """
     if weighting not in LOSS_WEIGHTINGS:
         raise ValueError(f"unknown loss weighting {weighting!r}: want one of {', '.join(LOSS_WEIGHTINGS)}")
@@ -73,7 +77,7 @@ def dsm_loss(model, a0: torch.Tensor, cond: torch.Tensor, schedule: Schedule,
     e = model(a_t, cond, t)
     (dE,) = torch.autograd.grad(e.sum(), a_t, create_graph=True)
     score = -dE
-    resid = sig * score + eps            # = sigma * (S + eps/sigma)
+    resid = sig * score + (eps if target is None else target)   # = sigma * (S + eps/sigma)
     # mean over elements (as Diffusion Policy's mse); equals the paper's squared
     # norm divided by T_p*D_a, which only rescales the loss.
     sq = resid.pow(2)

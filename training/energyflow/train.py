@@ -40,7 +40,7 @@ from .config import (LEGACY_ENERGY_HEAD, PAPER_SIZE, TINY_SIZE, ImageSpec, Model
                      merge_train_config)
 from .data import DataError, Normalizer, WindowDataset, load_hdf5, split_demos
 from .diffusion import NoiseUNet, clip_sample_range, ddpm_loss, sample_timesteps
-from .losses import dsm_loss, sample_t_lognormal, sample_t_uniform
+from .losses import dsm_loss, sample_t_lognormal, sample_t_uniform, sigma_t
 from .model import energy_model, recompute_spectral_norm
 from .preprocess import preprocess_batch
 
@@ -90,12 +90,13 @@ class Policy(nn.Module):
         return sample_t_uniform(batch, self.cfg.schedule, gen, device)
 
     def loss(self, a0: torch.Tensor, cond: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
-             weighting: str = "sigma2") -> torch.Tensor:
-        """DSM loss (energyflow, Algorithm 1; ``weighting`` sigma2 | edm) or DDPM epsilon MSE
-        (diffusion) for fixed t/eps."""
+             weighting: str = "sigma2", target: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """DSM loss (energyflow, Algorithm 1; ``weighting`` sigma2 | edm; ``target`` a teacher's
+        noise estimate in place of eps) or DDPM epsilon MSE (diffusion) for fixed t/eps."""
         if self.cfg.policy == "diffusion":
             return ddpm_loss(self.noise, a0, cond, k=t, eps=eps)
-        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps, weighting=weighting)
+        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps, weighting=weighting,
+                        target=target)
 
     def image_spec(self, im: ImageSpec) -> Dict[str, Any]:
         return {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]], "channel_order": "RGB",
@@ -139,9 +140,12 @@ class LossModule(nn.Module):
         self.policy = policy
         self.weighting = weighting
 
-    def forward(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    def forward(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor,
+                cond_shift: Optional[torch.Tensor] = None, target: Optional[torch.Tensor] = None) -> torch.Tensor:
         cond = self.policy.build_cond(batch, train=True)
-        return self.policy.loss(batch["actions"], cond, t, eps, self.weighting)
+        if cond_shift is not None:
+            cond = cond + cond_shift
+        return self.policy.loss(batch["actions"], cond, t, eps, self.weighting, target)
 
 
 # ---------------------------------------------------------------------------
@@ -244,6 +248,16 @@ class Trainer:
         self.progress = progress and self.rank == 0
         #: total gradient norm of the last step, before clipping
         self.last_grad_norm = float("nan")
+        #: the Diffusion Policy whose score the energy is regressed onto (energyflow.distill), if any
+        self.teacher = None
+        self.starts: Optional[np.ndarray] = None
+        if tcfg.teacher:
+            if mcfg.policy != "energyflow":
+                raise ValueError("--teacher distils an energyflow policy; this run trains a diffusion one")
+            from .distill import Teacher, start_states
+
+            self.teacher = Teacher.load(tcfg.teacher, mcfg, meta, self.device)
+            self.starts = start_states(train_ds.state, [d.length for d in train_ds.demos])
 
     # -- state ---------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -292,7 +306,10 @@ class Trainer:
         batch = _to_device(self.train_ds.batch(idx), self.device)
         t, eps = self._sample_noise(B, self.gen)
         self.policy.train()
-        loss = self.loss_mod(batch, t, eps)
+        if self.teacher is None:
+            loss = self.loss_mod(batch, t, eps)
+        else:
+            loss = self._distill_loss(batch, t, eps)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         # the norm before clipping (clip_grad_norm_ returns it; an infinite bound only measures)
@@ -303,6 +320,20 @@ class Trainer:
         self.ema.update(self.policy)
         self.step += 1
         return float(loss.detach())
+
+    def _distill_loss(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        """The loss against the teacher: noise levels on its grid, scene shifts it labels."""
+        from .distill import scene_shift
+
+        tc = self.tcfg
+        t, k = self.teacher.snap(t, self.mcfg.schedule)
+        shift = torch.from_numpy(scene_shift(self.starts, t.shape[0], self.mcfg.obs_horizon, tc.teacher_shift,
+                                             tc.teacher_shift_fraction, self.np_rng)).to(self.device)
+        sig = sigma_t(t, self.mcfg.schedule).reshape(-1, 1, 1)
+        with torch.no_grad():
+            cond = self.teacher.policy.build_cond(batch) + shift
+            target = self.teacher.eps(batch["actions"] + sig * eps, cond, k)
+        return self.loss_mod(batch, t, eps, shift, target)
 
     def validate(self, use_ema: bool = True) -> Optional[float]:
         """Mean loss (DSM or DDPM) over fixed validation batches (fixed t/eps, so values are comparable)."""
