@@ -29,6 +29,13 @@
 #                                              scene shifts up to 1.5x the scenes' spread
 #                                              labelled by it; train the DP first;
 #                                              training/energyflow/distill.py)
+#
+# The shipped ButtonPress and DrawerOpen EnergyFlow bundles are distilled:
+#   POLICY=diffusion scripts/train-defaults.sh button-press drawer-open
+#   TEACHER_SHIFT=1.5 scripts/train-defaults.sh button-press drawer-open
+# (about 45 min per task for the second; docs/evaluation.md, "Distilling the
+# energy from Diffusion Policy"). The grasping bundles are not (their DP runs
+# were not kept as teachers): plain denoising score matching.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
 #                                              the shipped one: STEPS=6000, about 45 min)

@@ -131,5 +131,6 @@ def scene_shift(starts: np.ndarray, batch: int, obs_horizon: int, kappa: float, 
 
 def record(path: str, kappa: float, fraction: float) -> Dict[str, Any]:
     """The manifest's ``model.training.teacher`` entry."""
-    return {"kind": "diffusion", "checkpoint": Path(path).name, "sigma_grid": "ddpm-100-snap",
+    p = Path(path)
+    return {"kind": "diffusion", "checkpoint": f"{p.parent.name}/{p.name}", "sigma_grid": "ddpm-100-snap",
             "scene_shift": {"kappa": kappa, "fraction": fraction if kappa > 0 else 0.0}}

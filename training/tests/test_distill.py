@@ -106,7 +106,7 @@ def test_distilled_run_records_its_teacher(runs):
     assert np.isfinite(summary["train_loss"])
     man = json.loads((out / "bundle" / "manifest.json").read_text())
     rec = man["model"]["training"]["teacher"]
-    assert rec["checkpoint"] == "latest.pt" and rec["scene_shift"]["kappa"] == 1.5
+    assert rec["checkpoint"] == "dp/latest.pt" and rec["scene_shift"]["kappa"] == 1.5
 
 
 def test_teacher_target_is_its_noise_estimate(runs):
