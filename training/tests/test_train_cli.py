@@ -199,3 +199,15 @@ def test_config_file(tmp_path, data_file):
     assert mo["down_dims"] == [8, 16] and mo["schedule"] == {"sigma_max": 5.0}
     assert cli.train_overrides(args, fc)["lr"] == 0.002
     assert ModelConfig.from_dict(mo).schedule.sigma_max == 5.0
+
+
+def test_bad_input_is_one_line(tmp_path):
+    """``python -m energyflow``: a missing data file is one line on stderr and exit status 2."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "energyflow", "train", "--data", str(tmp_path / "none.hdf5"),
+                        "--out", str(tmp_path / "run"), "--steps", "1"], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"energyflow train: {tmp_path / 'none.hdf5'}: file not found"]
