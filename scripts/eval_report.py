@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -477,6 +478,26 @@ def fault_outcome_table(cells: List[Cell]) -> str:
     return "\n".join(rows) if len(rows) > 2 else "(no fault cells)"
 
 
+def fault_stop_table(cells: List[Cell], rate: float) -> str:
+    """What the stop as run did on each fault cell: episodes it stopped after
+    the onset, how many within 1 s (``rate`` environment steps, one per tick in
+    lockstep), the median delay, and stops before the onset (false alarms)."""
+    rows = ["| policy | task | K | fault | stopped after the onset | within 1 s | median delay (steps) | "
+            "stopped before the onset | watched |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        if not c.fault:
+            continue
+        stops = [e for e in c.episodes if e.stop]
+        delays = sorted(e.steps - e.fault_step for e in stops if e.steps >= e.fault_step)
+        n = len(c.episodes)
+        med = f"{statistics.median(delays):g}" if delays else "–"
+        rows.append(f"| {POLICY_NAMES.get(c.policy, c.policy)} | {c.task} | {c.k} | {fault_label(c.fault)} | "
+                    f"{len(delays)}/{n} | {sum(d <= rate for d in delays)}/{n} | {med} | "
+                    f"{len(stops) - len(delays)}/{n} | {', '.join(c.summary.get('watch') or []) or '–'} |")
+    return "\n".join(rows) if len(rows) > 2 else "(no fault cells)"
+
+
 def latency_table(d: Path) -> str:
     """energyflow bench results (latency_<policy>_<task>_K<k>.json) and LeRobot's own timing."""
     rows = ["| policy | bundle | steps | p50 ms | p90 ms | p99 ms | CPU ms per sample | allocations per sample | "
@@ -676,6 +697,8 @@ def main() -> None:
         "(the success table's \"watched\" column says what each cell's stop watched): these tables "
         "compare the policy energy as a candidate, they are not the shipped stop's false trips.", st,
         "### What each fault changed (same seeds, with and without it)", fault_outcome_table(cells),
+        "### The stop on each fault (as run; the onset is the fault's environment step)",
+        fault_stop_table(cells, a.rate),
         "### Threshold sweep of the policy energy (3-of-5 rule replayed on the traces, K = 20)", sw,
         "## Reward quality (RQ3 in miniature)", rt,
         f"### Within each cell, whole episode and the first {MATCHED_WINDOW} ticks", rc,

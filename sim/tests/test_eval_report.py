@@ -245,3 +245,13 @@ def test_success_table_says_what_the_stop_watched(tmp_path, summary, want):
         {"episodes": 2, "results": [{"success": True, "steps": 50}, {"success": False, "steps": 500}], **summary}))
     row = [r for r in er.success_table(er.load(tmp_path)).splitlines() if r.startswith("| EnergyFlow |")]
     assert len(row) == 1 and row[0].endswith(want), row
+
+
+def test_the_stop_on_a_fault(tmp_path):
+    # fault at step 30, 20 Hz: stopped 5 and 25 steps after it, once before it, once not at all
+    eps = [{"seed": s, "success": False, "steps": n, "end": "safety_stop", "stop_kind": "energy", "fault": "push",
+            "fault_step": 30} for s, n in [(1, 35), (2, 55), (3, 12)]]
+    eps.append({"seed": 4, "success": True, "steps": 80, "fault": "push", "fault_step": 30})
+    _write(tmp_path, "energyflow_button-press_0_K20_push", eps, [])
+    table = er.fault_stop_table(er.load(tmp_path), 20)
+    assert "| EnergyFlow | button-press | 20 | push | 2/4 | 1/4 | 15 | 1/4 |" in table

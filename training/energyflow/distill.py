@@ -57,7 +57,6 @@ class Teacher:
     """A trained Diffusion Policy used as the energy's regression target."""
 
     policy: torch.nn.Module          # energyflow.train.Policy holding a NoiseUNet, eval mode
-    path: str
     sqrt_ab: torch.Tensor            # [N] sqrt(alphas_cumprod), float32
     ln_sigma: torch.Tensor           # [N] ln sigma_k, float64
 
@@ -88,7 +87,7 @@ class Teacher:
             q.requires_grad_(False)
         ab = ddpm_alphas_cumprod()
         dev = device or torch.device("cpu")
-        return Teacher(policy=pol.to(dev).eval(), path=str(p),
+        return Teacher(policy=pol.to(dev).eval(),
                        sqrt_ab=torch.as_tensor(np.sqrt(ab), dtype=torch.float32, device=dev),
                        ln_sigma=torch.as_tensor(0.5 * np.log((1.0 - ab) / ab), dtype=torch.float64, device=dev))
 
