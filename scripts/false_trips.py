@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/false_trips.py --fit build/hours/a --check build/hours/b \\
         [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--sweep "6 10 20"] [--json FILE]
+    .venv/bin/python scripts/false_trips.py --check build/hours/c     (the shipped thresholds only)
 
 For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{jsonl,json}, the stop
 observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
@@ -22,7 +23,8 @@ on to succeed (the policy recovered) apart from those in episodes that failed. W
 the fault cells there (sim eval --observe-only --fault F, named energyflow_<task>_0_K<k>_<fault>):
 episodes caught within --within ticks of the onset and the median delay. A second table does the same
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
-score, else the state term's held-out q99.9). Prints markdown tables.
+score, else the state term's held-out q99.9), with the false trips of all tasks per hour and their exact Poisson 95 % interval;
+without --fit only this table is printed, for the tasks of --check. Prints markdown tables.
 """
 from __future__ import annotations
 
@@ -139,7 +141,8 @@ def shipped_threshold(task: str) -> tuple:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit", required=True, type=Path, help="level0_hours.sh folder to calibrate on")
+    ap.add_argument("--fit", type=Path, default=None, help="level0_hours.sh folder to calibrate on (without it, "
+                                                          "only the shipped bundles' thresholds are checked)")
     ap.add_argument("--check", required=True, type=Path, help="level0_hours.sh folder of fresh level-0 driving")
     ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
     ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
@@ -156,12 +159,44 @@ def main() -> None:
                                                  "driving's trips per hour and the faults caught at each")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
-    fit, chk = chunks(a.fit), chunks(a.check)
+    chk = chunks(a.check)
+    fit = chunks(a.fit) if a.fit is not None else {}
     if a.tasks:
         fit = {t: c for t, c in fit.items() if t in a.tasks.split()}
-    if not fit:
-        raise SystemExit(f"false_trips.py: --fit {a.fit}: no finished chunks (<task>_<seed>.jsonl with .json)")
+        chk = {t: c for t, c in chk.items() if t in a.tasks.split()}
+    src = a.fit if a.fit is not None else a.check
+    if not (fit if a.fit is not None else chk):
+        raise SystemExit(f"false_trips.py: {src}: no finished chunks (<task>_<seed>.jsonl with .json)")
     res: Dict[str, Dict] = {}
+    if a.fit is not None:
+        fitted(a, fit, chk, res)
+    shipped(a, fit if a.fit is not None else chk, chk, res)
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+
+
+def poisson_interval(k: int, hours: float) -> tuple:
+    """Exact (Garwood) 95 % interval of a rate per hour from k events in hours."""
+    def cdf(n: int, mu: float) -> float:
+        term = total = math.exp(-mu)
+        for i in range(1, n + 1):
+            term *= mu / i
+            total += term
+        return total
+
+    def solve(f, lo: float, hi: float) -> float:
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+        return (lo + hi) / 2
+
+    upper = solve(lambda mu: cdf(k, mu) - 0.025, 0.0, 10.0 * k + 10.0)
+    lower = 0.0 if k == 0 else solve(lambda mu: 0.025 - (1.0 - cdf(k - 1, mu)), 0.0, 10.0 * k + 10.0)
+    return lower / hours, upper / hours
+
+
+def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, List[Path]], res: Dict) -> None:
+    """The table of thresholds fitted on --fit and replayed on --check."""
     print("| task | calibration: episodes, hours, rate certified | threshold q (alpha/episode) "
           "| fresh: episodes tripped / episodes | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
     print("|---|---|---|---|---|---|")
@@ -192,6 +227,11 @@ def main() -> None:
     per = total["trips"] / total["hours"] if total["hours"] else float("nan")
     print(f"| all | | | | {total['trips']} / {total['hours']:.3f} h = {per:.1f} | |")
     res["all"] = total
+
+
+def shipped(a: argparse.Namespace, tasks: Dict[str, List[Path]], chk: Dict[str, List[Path]], res: Dict) -> None:
+    """The table at each shipped bundle's own threshold (and --sweep) on --check."""
+    fit = tasks
     print("\n| task | the shipped bundle's state threshold | fresh: episodes tripped | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
     print("|---|---|---|---|---|")
     ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
@@ -209,7 +249,13 @@ def main() -> None:
               f"| {c['trips']} / {c['hours']:.3f} h = {per} ({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
         res.setdefault("shipped", {})[task] = {"threshold": thr, "source": src, "check": c, "faults": f}
     per = ship["trips"] / ship["hours"] if ship["hours"] else float("nan")
-    print(f"| all | | | {ship['trips']} / {ship['hours']:.3f} h = {per:.1f} ({ship['in_successes']} in successes) | |")
+    if ship["hours"]:
+        lo, hi = poisson_interval(ship["trips"], ship["hours"])
+        ship["per_hour_95"] = [lo, hi]
+        ci = f" [{lo:.1f}–{hi:.1f}, Poisson 95 %]"
+    else:
+        ci = ""
+    print(f"| all | | | {ship['trips']} / {ship['hours']:.3f} h = {per:.1f}{ci} ({ship['in_successes']} in successes) | |")
     res["shipped_all"] = ship
     if a.sweep:
         print("\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within 1 s |")
@@ -223,8 +269,6 @@ def main() -> None:
                 print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {per} "
                       f"({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
                 res.setdefault("sweep", {}).setdefault(task, {})[f"{thr:g}"] = {"check": c, "faults": f}
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=1))
 
 
 if __name__ == "__main__":
