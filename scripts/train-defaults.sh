@@ -14,7 +14,7 @@
 # default, as for `energyflow train`: log-normal sigma, EDM weighting;
 # docs/evaluation.md, "The energy head"). The five shipped Meta-World state
 # bundles were made this way (BinPicking with FORCE=1: it fails the gate's
-# training scenes, 15/20, as its DP does), and so is the camera bundle. A
+# training scenes, 13/20 distilled, as its DP does), and so is the camera bundle. A
 # denoiser bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
 # episodes, bands in running ticks since arming), which its stop then uses:
 # its energy (~1e5 at gamma) rises at the start of an episode where held-out
@@ -30,11 +30,13 @@
 #                                              labelled by it; train the DP first;
 #                                              training/energyflow/distill.py)
 #
-# The shipped ButtonPress and DrawerOpen EnergyFlow bundles are distilled:
+# The shipped ButtonPress, DrawerOpen and BinPicking EnergyFlow bundles are distilled:
 #   POLICY=diffusion scripts/train-defaults.sh button-press drawer-open
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh button-press drawer-open
+#   STEPS=20000 POLICY=diffusion FORCE=1 scripts/train-defaults.sh bin-picking
+#   TEACHER_SHIFT=1.5 FORCE=1 scripts/train-defaults.sh bin-picking
 # (about 45 min per task for the second; docs/evaluation.md, "Distilling the
-# energy from Diffusion Policy"). The grasping bundles are not (their DP runs
+# energy from Diffusion Policy"). Assembly and Hammer are not (their DP runs
 # were not kept as teachers): plain denoising score matching.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
