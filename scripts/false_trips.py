@@ -23,8 +23,9 @@ on to succeed (the policy recovered) apart from those in episodes that failed. W
 the fault cells there (sim eval --observe-only --fault F, named energyflow_<task>_0_K<k>_<fault>):
 episodes caught within --within ticks of the onset and the median delay. A second table does the same
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
-score, else the state term's held-out q99.9), with the false trips of all tasks per hour and their exact Poisson 95 % interval;
-without --fit only this table is printed, for the tasks of --check. Prints markdown tables.
+score, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
+exact Poisson 95 % interval; without --fit only this table is printed, for the tasks of --check.
+Prints markdown tables.
 """
 from __future__ import annotations
 
@@ -160,29 +161,28 @@ def main() -> None:
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     chk = chunks(a.check)
-    fit = chunks(a.fit) if a.fit is not None else {}
+    fit = chunks(a.fit) if a.fit is not None else None
     if a.tasks:
-        fit = {t: c for t, c in fit.items() if t in a.tasks.split()}
-        chk = {t: c for t, c in chk.items() if t in a.tasks.split()}
-    src = a.fit if a.fit is not None else a.check
-    if not (fit if a.fit is not None else chk):
-        raise SystemExit(f"false_trips.py: {src}: no finished chunks (<task>_<seed>.jsonl with .json)")
+        keep = a.tasks.split()
+        chk = {t: c for t, c in chk.items() if t in keep}
+        fit = {t: c for t, c in fit.items() if t in keep} if fit is not None else None
+    tasks = fit if fit is not None else chk
+    if not tasks:
+        raise SystemExit(f"false_trips.py: {a.fit or a.check}: no finished chunks (<task>_<seed>.jsonl with .json)")
     res: Dict[str, Dict] = {}
-    if a.fit is not None:
+    if fit is not None:
         fitted(a, fit, chk, res)
-    shipped(a, fit if a.fit is not None else chk, chk, res)
+    shipped(a, list(tasks), chk, res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 
 
 def poisson_interval(k: int, hours: float) -> tuple:
     """Exact (Garwood) 95 % interval of a rate per hour from k events in hours."""
-    def cdf(n: int, mu: float) -> float:
-        term = total = math.exp(-mu)
-        for i in range(1, n + 1):
-            term *= mu / i
-            total += term
-        return total
+    def cdf(n: int, mu: float) -> float:  # P(X <= n), X ~ Poisson(mu), in log space
+        if mu <= 0.0:
+            return 1.0
+        return sum(math.exp(i * math.log(mu) - mu - math.lgamma(i + 1)) for i in range(n + 1))
 
     def solve(f, lo: float, hi: float) -> float:
         for _ in range(200):
@@ -229,13 +229,12 @@ def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, Lis
     res["all"] = total
 
 
-def shipped(a: argparse.Namespace, tasks: Dict[str, List[Path]], chk: Dict[str, List[Path]], res: Dict) -> None:
+def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
     """The table at each shipped bundle's own threshold (and --sweep) on --check."""
-    fit = tasks
     print("\n| task | the shipped bundle's state threshold | fresh: episodes tripped | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
     print("|---|---|---|---|---|")
     ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
-    for task in fit:
+    for task in tasks:
         thr, src = shipped_threshold(task)
         c = check(chk.get(task, []), thr, a.rate)
         f = faults(a.faults, task, thr, a.within, a.fault_step)
@@ -260,7 +259,7 @@ def shipped(a: argparse.Namespace, tasks: Dict[str, List[Path]], chk: Dict[str, 
     if a.sweep:
         print("\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within 1 s |")
         print("|---|---|---|---|---|")
-        for task in fit:
+        for task in tasks:
             for thr in [float(v) for v in a.sweep.split()]:
                 c = check(chk.get(task, []), thr, a.rate)
                 f = faults(a.faults, task, thr, a.within, a.fault_step)

@@ -149,4 +149,3 @@ def test_bad_shift_flags():
         TrainConfig(teacher_shift=-1)
     with pytest.raises(ValueError, match="teacher_shift_fraction"):
         TrainConfig(teacher_shift_fraction=2)
-
