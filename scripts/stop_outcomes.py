@@ -9,7 +9,7 @@ never armed (auto-start refused on every tick: the stop kept the arm from
 moving), the stop's delay after the fault step, and the AUROC of the
 per-episode mean energy over the first WINDOW ticks with a score (any gate
 state, so episodes that never armed count too) against the --negatives cell
-(level 0). eval_report.py's tables use RUNNING ticks only and a fixed
+(level 0), with its 95 % interval (Hanley and McNeil's standard error). eval_report.py's tables use RUNNING ticks only and a fixed
 threshold; with closed-loop bands and auto-start refusals this is the view
 that counts every episode.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -40,6 +41,16 @@ def auroc(neg: List[float], pos: List[float]) -> Optional[float]:
     if not neg or not pos:
         return None
     return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def auroc_interval(a: float, n_neg: int, n_pos: int) -> tuple:
+    """95 % interval of an AUROC from n_neg negatives and n_pos positives: Hanley and McNeil
+    (1982), a ± 1.96 SE, clipped to [0, 1]. At a = 1 the SE is 0; the interval then reads
+    [1, 1], which says only that no pair was misordered in these episodes."""
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
+    se = math.sqrt(max(var, 0.0))
+    return max(0.0, a - 1.96 * se), min(1.0, a + 1.96 * se)
 
 
 def main() -> None:
@@ -66,9 +77,10 @@ def main() -> None:
         neg = window_means(neg_base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in neg_summary["results"]}, score=a.score)
         pos = window_means(base.with_suffix(".jsonl"), {int(r["episode"]): fstep for r in rs}, score=a.score)
         au = None if base == neg_base else auroc(neg, pos)
+        ci = "" if au is None else " [%.2f–%.2f]" % auroc_interval(au, len(neg), len(pos))
         print(f"| {base.name} | {len(rs)} | {sum(r['success'] for r in rs)} | {len(stops)} | {len(never)} | "
               f"{len(stops) + len(never)}/{len(rs)} | {', '.join(map(str, delays)) or '–'} | "
-              f"{'–' if au is None else f'{au:.3f}'} |")
+              f"{'–' if au is None else f'{au:.3f}{ci}'} |")
 
 
 if __name__ == "__main__":

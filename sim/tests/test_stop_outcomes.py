@@ -24,3 +24,12 @@ def test_auroc():
     assert so.auroc([1, 2], [3, 4]) == 1.0
     assert so.auroc([1, 2], [1, 2]) == 0.5
     assert so.auroc([], [1]) is None
+
+
+def test_auroc_interval():
+    lo, hi = so.auroc_interval(0.8, 50, 50)
+    assert 0.70 < lo < 0.73 and 0.87 < hi < 0.90   # SE 0.044
+    assert so.auroc_interval(1.0, 50, 50) == (1.0, 1.0)
+    lo, hi = so.auroc_interval(0.5, 50, 50)
+    assert abs((0.5 - lo) - (hi - 0.5)) < 1e-12                  # symmetric away from the bounds
+    assert so.auroc_interval(0.5, 200, 200)[0] > lo              # narrower with more episodes
