@@ -9,9 +9,10 @@ never armed (auto-start refused on every tick: the stop kept the arm from
 moving), the stop's delay after the fault step, and the AUROC of the
 per-episode mean energy over the first WINDOW ticks with a score (any gate
 state, so episodes that never armed count too) against the --negatives cell
-(level 0), with its 95 % interval (Hanley and McNeil's standard error). eval_report.py's tables use RUNNING ticks only and a fixed
-threshold; with closed-loop bands and auto-start refusals this is the view
-that counts every episode.
+(level 0), with its 95 % interval (Hanley and McNeil's standard error).
+eval_report.py's tables use RUNNING ticks only and a fixed threshold; with
+closed-loop bands and auto-start refusals this is the view that counts every
+episode.
 """
 from __future__ import annotations
 
