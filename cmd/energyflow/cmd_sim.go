@@ -475,6 +475,10 @@ type evalFlags struct {
 	// stateTerm: the bundle has the state term, so the per-tick scores
 	// carry state_energy (set by prepare).
 	stateTerm bool
+	// calibratedOn is the task the bundle's closed-loop stop was
+	// calibrated on, when that is not --task (set by prepare): a bundle of
+	// another task usually never arms, its state score refusing the scene.
+	calibratedOn string
 	// watch is sim eval --watch: the scores the energy stop watches,
 	// comma-separated ("": the bundle's default watch set, docs/safety.md);
 	// watchScores is it parsed by prepare.
@@ -520,6 +524,9 @@ func (e *evalFlags) prepare(root string) error {
 	// A manifest that does not parse is reported by the runtime's loader.
 	if m, err := readManifest(e.bundleDir); err == nil {
 		e.stateTerm = m.HasStateEnergy()
+		if c := m.Calibration; c != nil && c.ClosedLoop != nil && c.ClosedLoop.Task != "" && c.ClosedLoop.Task != e.task {
+			e.calibratedOn = c.ClosedLoop.Task
+		}
 	}
 	return e.parseWatch()
 }
@@ -582,6 +589,9 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if err := e.prepare(root); err != nil {
 		return fail(err)
+	}
+	if e.calibratedOn != "" {
+		fmt.Fprintf(env.stderr, "energyflow sim eval: warning: bundle %s was calibrated on task %s, not %s: its stop will likely refuse to arm\n", e.bundleDir, e.calibratedOn, e.task)
 	}
 	b, err := startSimBridge(ctx, env, root, &e.simFlags, true, e.maxSteps, false)
 	if err != nil {

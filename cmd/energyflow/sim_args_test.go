@@ -248,3 +248,28 @@ func TestEpisodeEndHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalPrepareNamesAnotherTasksBundle: sim eval notices a bundle whose
+// closed-loop stop was calibrated on another task (it would run every
+// episode never armed) and says which.
+func TestEvalPrepareNamesAnotherTasksBundle(t *testing.T) {
+	root := moduleRoot(t)
+	for _, tc := range []struct {
+		task, bundle, want string
+	}{
+		{"button-press", "", ""},
+		{"assembly", "bundles/metaworld-button-press", "button-press"},
+		{"button-press", "bundles/metaworld-button-press", ""},
+	} {
+		e := evalFlags{simFlags: simFlags{task: tc.task, level: "0", rate: 20, camera: "96x96"}, episodes: 1, maxSteps: 500}
+		if tc.bundle != "" {
+			e.bundle = filepath.Join(root, tc.bundle)
+		}
+		if err := e.prepare(root); err != nil {
+			t.Fatalf("%s on %s: %v", tc.bundle, tc.task, err)
+		}
+		if e.calibratedOn != tc.want {
+			t.Errorf("%s on %s: calibratedOn = %q, want %q", tc.bundle, tc.task, e.calibratedOn, tc.want)
+		}
+	}
+}
