@@ -25,6 +25,8 @@ episodes caught within --within ticks of the onset and the median delay. A secon
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
 score, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
 exact Poisson 95 % interval; without --fit only this table is printed, for the tasks of --check.
+With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
+and for those above it: the policy's latency (how loaded the host was) changes how it drives.
 Prints markdown tables.
 """
 from __future__ import annotations
@@ -85,6 +87,16 @@ def succeeded(cells: List[Path]) -> Dict[tuple, bool]:
         for r in json.loads(Path(str(c) + ".json").read_text())["results"]:
             out[(str(c), r["episode"])] = bool(r["success"])
     return out
+
+
+def by_load(cells: List[Path], ms: float) -> tuple:
+    """The chunks whose inference p50 (their .json summary) was at most ms, and those above it."""
+    light: List[Path] = []
+    heavy: List[Path] = []
+    for c in cells:
+        p50 = json.loads(Path(str(c) + ".json").read_text())["inference_p50_ms"]
+        (light if p50 <= ms else heavy).append(c)
+    return light, heavy
 
 
 def check(cells: List[Path], q: float, rate: float) -> Dict:
@@ -158,6 +170,8 @@ def main() -> None:
     ap.add_argument("--exe", type=Path, default=ROOT / "bin" / "energyflow")
     ap.add_argument("--sweep", default="", help="also, per task, these thresholds (space-separated): the fresh "
                                                  "driving's trips per hour and the faults caught at each")
+    ap.add_argument("--split-p50", type=float, default=0.0, help="also the shipped table for the chunks with "
+                                                                    "inference p50 at most this many ms, and above it")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     chk = chunks(a.check)
@@ -173,6 +187,8 @@ def main() -> None:
     if fit is not None:
         fitted(a, fit, chk, res)
     shipped(a, list(tasks), chk, res)
+    if a.split_p50:
+        split(a, list(tasks), chk, res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 
@@ -268,6 +284,34 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
                 print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {per} "
                       f"({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
                 res.setdefault("sweep", {}).setdefault(task, {})[f"{thr:g}"] = {"check": c, "faults": f}
+
+
+def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
+    """The shipped stop's false trips per hour, apart for the chunks driven at inference p50 <= and
+    > --split-p50."""
+    print(f"\n| task | chunks' inference p50 | chunks | episodes succeeded | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) |")
+    print("|---|---|---|---|---|")
+    for side in ("light", "heavy"):
+        tot = {"trips": 0, "hours": 0.0}
+        for task in tasks:
+            part = by_load(chk.get(task, []), a.split_p50)[side == "heavy"]
+            if not part:
+                continue
+            thr, _ = shipped_threshold(task)
+            c = check(part, thr, a.rate)
+            ok = sum(succeeded(part).values())
+            p50s = [json.loads(Path(str(x) + ".json").read_text())["inference_p50_ms"] for x in part]
+            lo, hi = poisson_interval(c["trips"], c["hours"])
+            rng = f"{'≤' if side == 'light' else '>'} {a.split_p50:g} ms (median {statistics.median(p50s):.0f})"
+            print(f"| {task} | {rng} | {len(part)} | {ok}/{c['episodes']} "
+                  f"| {c['trips']} / {c['hours']:.3f} h = {c['per_hour']:.1f} [{lo:.1f}–{hi:.1f}] ({c['trips_in_successes']}, {c['trips_in_failures']}) |")
+            tot["trips"] += c["trips"]
+            tot["hours"] += c["hours"]
+            res.setdefault("split", {}).setdefault(side, {})[task] = c
+        if tot["hours"]:
+            lo, hi = poisson_interval(tot["trips"], tot["hours"])
+            print(f"| all, p50 {'≤' if side == 'light' else '>'} {a.split_p50:g} ms | | | "
+                  f"| {tot['trips']} / {tot['hours']:.3f} h = {tot['trips'] / tot['hours']:.1f} [{lo:.1f}–{hi:.1f}] | ")
 
 
 if __name__ == "__main__":

@@ -22,3 +22,18 @@ spec.loader.exec_module(ft)
 def test_poisson_interval(k, hours, lo, hi):
     got = ft.poisson_interval(k, hours)
     assert got == pytest.approx((lo, hi), abs=0.05)
+
+
+@pytest.mark.parametrize("p50s,ms,light,heavy", [
+    ([90.0, 130.0, 170.0], 130.0, ["c0", "c1"], ["c2"]),  # at the limit counts as light
+    ([90.0, 95.0], 50.0, [], ["c0", "c1"]),
+    ([], 100.0, [], []),
+])
+def test_by_load(tmp_path, p50s, ms, light, heavy):
+    cells = []
+    for i, p in enumerate(p50s):
+        (tmp_path / f"c{i}.json").write_text('{"inference_p50_ms": %r, "results": []}' % p)
+        cells.append(tmp_path / f"c{i}")
+    lo, hi = ft.by_load(cells, ms)
+    assert [c.name for c in lo] == light
+    assert [c.name for c in hi] == heavy
