@@ -40,7 +40,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -89,7 +89,7 @@ def succeeded(cells: List[Path]) -> Dict[tuple, bool]:
     return out
 
 
-def by_load(cells: List[Path], ms: float) -> tuple:
+def by_load(cells: List[Path], ms: float) -> Tuple[List[Path], List[Path]]:
     """The chunks whose inference p50 (their .json summary) was at most ms, and those above it."""
     light: List[Path] = []
     heavy: List[Path] = []
@@ -289,7 +289,7 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
 def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
     """The shipped stop's false trips per hour, apart for the chunks driven at inference p50 <= and
     > --split-p50."""
-    print(f"\n| task | chunks' inference p50 | chunks | episodes succeeded | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) |")
+    print("\n| task | chunks' inference p50 | chunks | episodes succeeded | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) |")
     print("|---|---|---|---|---|")
     for side in ("light", "heavy"):
         tot = {"trips": 0, "hours": 0.0}
@@ -311,7 +311,7 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
         if tot["hours"]:
             lo, hi = poisson_interval(tot["trips"], tot["hours"])
             print(f"| all, p50 {'≤' if side == 'light' else '>'} {a.split_p50:g} ms | | | "
-                  f"| {tot['trips']} / {tot['hours']:.3f} h = {tot['trips'] / tot['hours']:.1f} [{lo:.1f}–{hi:.1f}] | ")
+                  f"| {tot['trips']} / {tot['hours']:.3f} h = {tot['trips'] / tot['hours']:.1f} [{lo:.1f}–{hi:.1f}] |")
 
 
 if __name__ == "__main__":
