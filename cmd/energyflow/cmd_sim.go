@@ -84,6 +84,19 @@ type simFlags struct {
 	// Resolved by prepare.
 	bundleDir string   // the bundle to run: --bundle or the task's shipped one
 	state     []string // robot.state for the bundle
+	// calibratedOn is the task the bundle's closed-loop stop was calibrated
+	// on, when that is not --task: a bundle of another task usually never
+	// arms, its state score refusing the scene.
+	calibratedOn string
+}
+
+// warnTask prints one line when the bundle's stop was calibrated on
+// another task (Meta-World's tasks share the 39-wide observation, so the
+// width check cannot tell).
+func (f *simFlags) warnTask(env *cliEnv, cmd string) {
+	if f.calibratedOn != "" {
+		fmt.Fprintf(env.stderr, "%s: warning: bundle %s was calibrated on task %s, not %s: its stop will likely refuse to arm\n", cmd, f.bundleDir, f.calibratedOn, f.task)
+	}
 }
 
 func (f *simFlags) register(fs *flag.FlagSet) {
@@ -169,6 +182,12 @@ func (f *simFlags) prepare(root string) error {
 			return usageError{err}
 		}
 		return err
+	}
+	f.calibratedOn = ""
+	if m, err := readManifest(f.bundleDir); err == nil && m.Calibration != nil {
+		if cl := m.Calibration.ClosedLoop; cl != nil && cl.Task != "" && cl.Task != f.task {
+			f.calibratedOn = cl.Task
+		}
 	}
 	return nil
 }
@@ -346,6 +365,7 @@ live view, and prints the viewer URL with its token.`)
 	if err := f.prepare(root); err != nil {
 		return fail(err)
 	}
+	f.warnTask(env, "energyflow sim")
 	// One physics step per control tick (lockstep), paced by the runtime's
 	// real-time loop: the arm's state then moves exactly one period between
 	// reads, as a real arm's does. --realtime keeps the simulator's own clock.
@@ -475,10 +495,6 @@ type evalFlags struct {
 	// stateTerm: the bundle has the state term, so the per-tick scores
 	// carry state_energy (set by prepare).
 	stateTerm bool
-	// calibratedOn is the task the bundle's closed-loop stop was
-	// calibrated on, when that is not --task (set by prepare): a bundle of
-	// another task usually never arms, its state score refusing the scene.
-	calibratedOn string
 	// watch is sim eval --watch: the scores the energy stop watches,
 	// comma-separated ("": the bundle's default watch set, docs/safety.md);
 	// watchScores is it parsed by prepare.
@@ -524,9 +540,6 @@ func (e *evalFlags) prepare(root string) error {
 	// A manifest that does not parse is reported by the runtime's loader.
 	if m, err := readManifest(e.bundleDir); err == nil {
 		e.stateTerm = m.HasStateEnergy()
-		if c := m.Calibration; c != nil && c.ClosedLoop != nil && c.ClosedLoop.Task != "" && c.ClosedLoop.Task != e.task {
-			e.calibratedOn = c.ClosedLoop.Task
-		}
 	}
 	return e.parseWatch()
 }
@@ -590,9 +603,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	if err := e.prepare(root); err != nil {
 		return fail(err)
 	}
-	if e.calibratedOn != "" {
-		fmt.Fprintf(env.stderr, "energyflow sim eval: warning: bundle %s was calibrated on task %s, not %s: its stop will likely refuse to arm\n", e.bundleDir, e.calibratedOn, e.task)
-	}
+	e.warnTask(env, "energyflow sim eval")
 	b, err := startSimBridge(ctx, env, root, &e.simFlags, true, e.maxSteps, false)
 	if err != nil {
 		return fail(err)
