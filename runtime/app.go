@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if th := a.guard.Thresholds(); len(th) > 0 {
 		a.watch = th[0].Score
 	}
+	warnClosedLoopConditions(cfg, &a.bundle.Manifest, a.guard.Thresholds(), log)
 
 	// Telemetry.
 	if cfg.Telemetry.Enabled {
@@ -406,6 +408,41 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 	}
 	log.Warn("the energy stop's threshold was calibrated at another number of sampler steps: the energy depends on K, so the calibrated false-trip rate does not hold; recalibrate at this K (python -m energyflow calibrate --steps K) or set policy.steps to the calibration's",
 		"bundle", m.Name, "policy_steps", k, "calibration_steps", c.Steps)
+}
+
+// warnClosedLoopConditions logs a warning when a threshold the gate uses
+// comes from the bundle's closed-loop calibration and this run's control
+// rate or sampler steps K differ from the ones its episodes were driven at.
+// The conformal false-trip rate is a property of that closed loop: the
+// states the policy visits change with how late its plans land and how
+// many steps it samples (docs/evaluation.md, "Which component of the state
+// score fires"), so α is not certified at another rate or K. It warns
+// rather than refuses, as warnCalibrationSteps does: the threshold is still
+// a measured one.
+func warnClosedLoopConditions(cfg *Config, m *engines.Manifest, th []safety.Threshold, log *slog.Logger) {
+	if m.Calibration == nil || m.Calibration.ClosedLoop == nil {
+		return
+	}
+	cl := m.Calibration.ClosedLoop
+	used := false
+	for _, t := range th {
+		used = used || t.Source == "calibration.closed_loop"
+	}
+	if !used {
+		return
+	}
+	k := cfg.Policy.Steps
+	if k == 0 {
+		k = m.Sampler.Steps
+	}
+	rateDiffers := cl.RateHz > 0 && math.Abs(cl.RateHz-cfg.Loop.RateHz) > 1e-9*cl.RateHz
+	stepsDiffer := cl.StepsK > 0 && cl.StepsK != k
+	if !rateDiffers && !stepsDiffer {
+		return
+	}
+	log.Warn("the energy stop's closed-loop threshold was certified at another control rate or number of sampler steps: its false-trip rate does not carry over to this closed loop; recalibrate at this rate and K (energyflow sim calibrate --rate R --steps K) or run at the calibration's",
+		"bundle", m.Name, "score", cl.Score, "rate_hz", cfg.Loop.RateHz, "calibration_rate_hz", cl.RateHz,
+		"policy_steps", k, "calibration_steps_k", cl.StepsK)
 }
 
 // safetyCalibration converts the bundle's calibration for the safety gate,

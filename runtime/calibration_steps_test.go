@@ -64,3 +64,46 @@ func TestWarnCalibrationSteps(t *testing.T) {
 		})
 	}
 }
+
+// A closed-loop threshold is certified for the rate and K its episodes were
+// driven at; a run at another rate or K is told so when it uses it.
+func TestWarnClosedLoopConditions(t *testing.T) {
+	cl := &engines.ClosedLoop{Score: "state_energy", RateHz: 20, StepsK: 10}
+	used := []safety.Threshold{{Score: safety.ScoreStateEnergy, Source: "calibration.closed_loop"}}
+	heldOut := []safety.Threshold{{Score: safety.ScoreStateEnergy, Source: "state_energy.calibration.quantiles[99.9]"}}
+	cases := []struct {
+		name        string
+		rate        float64
+		policySteps int // 0 = the bundle's sampler steps (10)
+		closedLoop  *engines.ClosedLoop
+		th          []safety.Threshold
+		warn        bool
+	}{
+		{name: "same rate and K", rate: 20, closedLoop: cl, th: used},
+		{name: "same rate, K set explicitly", rate: 20, policySteps: 10, closedLoop: cl, th: used},
+		{name: "the runtime's default 10 Hz on a 20 Hz calibration", rate: 10, closedLoop: cl, th: used, warn: true},
+		{name: "another K", rate: 20, policySteps: 20, closedLoop: cl, th: used, warn: true},
+		{name: "another rate, but the closed loop is not used", rate: 10, closedLoop: cl, th: heldOut},
+		{name: "no closed loop", rate: 10, th: heldOut},
+		{name: "closed loop without rate or K", rate: 10, policySteps: 20, closedLoop: &engines.ClosedLoop{Score: "state_energy"}, th: used},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, nil))
+			cfg := Config{}
+			cfg.Loop.RateHz = tc.rate
+			cfg.Policy.Steps = tc.policySteps
+			m := &engines.Manifest{Name: "b", Sampler: engines.SamplerSpec{Steps: 10},
+				Calibration: &engines.Calibration{ClosedLoop: tc.closedLoop}}
+			warnClosedLoopConditions(&cfg, m, tc.th, log)
+			got := strings.Contains(buf.String(), "certified at another control rate")
+			if got != tc.warn {
+				t.Fatalf("warned = %v, want %v; log: %q", got, tc.warn, buf.String())
+			}
+			if got && !strings.Contains(buf.String(), "calibration_rate_hz=20") {
+				t.Errorf("the warning should name the calibration's rate: %q", buf.String())
+			}
+		})
+	}
+}
