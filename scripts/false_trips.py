@@ -143,9 +143,13 @@ def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int)
 
 
 def shipped_threshold(task: str) -> tuple:
-    """The state threshold the shipped bundle's default watch uses: its closed-loop calibration of
-    state_energy (2 of 5), else the state term's held-out q99.9."""
-    m = json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text())
+    """The state threshold the shipped bundle's default watch uses (default_threshold)."""
+    return default_threshold(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()))
+
+
+def default_threshold(m: Dict) -> tuple:
+    """The state threshold a bundle's default watch uses, from its manifest ``m``: its closed-loop
+    calibration of state_energy (2 of 5), else the state term's held-out q99.9."""
     cl = (m.get("calibration") or {}).get("closed_loop") or {}
     if cl.get("score") == "state_energy" and cl.get("rule", {}).get("n") == 2 and cl.get("rule", {}).get("m") == 5:
         return float(cl["bands"][0]["threshold"]), f"closed loop, alpha {cl['alpha']:g}"

@@ -71,17 +71,17 @@ def components_session(bundle: Path, man: Dict):
 
 
 def threshold(man: Dict) -> Tuple[float, str]:
-    """The gate's default state_energy threshold for the 2-of-5 rule (docs/safety.md): the
-    closed-loop calibration's when it is for state_energy with one band (its threshold is in
-    the score's units), else the block's held-out q99.9."""
+    """The gate's default state_energy threshold for the 2-of-5 rule (docs/safety.md), as
+    scripts/false_trips.py reads it: the closed-loop calibration's when it is for state_energy
+    (its threshold is in the score's units), else the block's held-out q99.9. A time-varying
+    closed loop (several bands) is refused: one threshold is compared with every tick here."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import false_trips
+
     cl = (man.get("calibration") or {}).get("closed_loop") or {}
-    rule = cl.get("rule") or {}
-    bands = cl.get("bands") or []
-    if cl.get("score") == "state_energy" and (rule.get("n"), rule.get("m")) == N_OF_M:
-        if len(bands) != 1:
-            raise SystemExit(f"state_components: a closed-loop calibration of {len(bands)} bands is not read here")
-        return float(bands[0]["threshold"]), f"closed loop, alpha {cl.get('alpha')}"
-    return float(man["state_energy"]["calibration"]["quantiles"]["99.9"]), "held-out q99.9"
+    if cl.get("score") == "state_energy" and len(cl.get("bands") or []) > 1:
+        raise SystemExit(f"state_components: a closed-loop calibration of {len(cl['bands'])} bands is not read here")
+    return false_trips.default_threshold(man)
 
 
 def watched(x: np.ndarray, n: int = N_OF_M[0], m: int = N_OF_M[1]) -> np.ndarray:
