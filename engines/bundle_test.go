@@ -96,6 +96,16 @@ func TestLoadBundleRefuses(t *testing.T) {
 			[]string{`"calibration.closed_loop.band_unit"`, `got "seconds", expected "ticks"`, `"fresh_scores"`}},
 		{"closed loop window", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["rule"] = map[string]any{"kind": "n_of_m", "n": 3, "m": 65} })),
 			[]string{`"calibration.closed_loop.rule.m"`, "1..64"}},
+		{"closed loop others without closed_loop", nil, set("calibration", withOthers(func(c map[string]any) { delete(c, "closed_loop") }, otherLoop(10, 20))),
+			[]string{`"calibration.closed_loop_others"`, "no closed_loop"}},
+		{"closed loop others of another score", nil, set("calibration", withOthers(nil, otherLoop(10, 20, func(o map[string]any) { o["score"] = "centered_energy" }))),
+			[]string{`"calibration.closed_loop_others[0].score"`, `expected closed_loop's "energy"`}},
+		{"closed loop others without rate", nil, set("calibration", withOthers(nil, otherLoop(0, 20))),
+			[]string{`"calibration.closed_loop_others[0]"`, "expected both set"}},
+		{"closed loop others at closed_loop's rate and K", nil, set("calibration", withOthers(nil, otherLoop(10, 20), otherLoop(20, 20))),
+			[]string{`"calibration.closed_loop_others[1]"`, "like closed_loop"}},
+		{"closed loop others twice at one rate", nil, set("calibration", withOthers(nil, otherLoop(10, 20), otherLoop(10, 20, func(o map[string]any) { o["alpha"] = 2.0 }))),
+			[]string{`"calibration.closed_loop_others[1]"`, "like closed_loop_others[0]", `"calibration.closed_loop_others[1].alpha"`}},
 		{"hash mismatch", func(f map[string][]byte) {
 			b := append([]byte(nil), f["energy_grad.onnx"]...)
 			b[len(b)/2] ^= 0xff
@@ -150,6 +160,28 @@ func closedLoopCalibration(edit func(cl map[string]any)) map[string]any {
 		"closed_loop": cl}
 }
 
+// otherLoop is closedLoopCalibration's closed_loop at rateHz and k, changed
+// by edits: an entry of closed_loop_others.
+func otherLoop(rateHz float64, k int, edits ...func(o map[string]any)) map[string]any {
+	o := closedLoopCalibration(nil)["closed_loop"].(map[string]any)
+	o["rate_hz"], o["steps_k"] = rateHz, k
+	for _, e := range edits {
+		e(o)
+	}
+	return o
+}
+
+// withOthers is closedLoopCalibration (20 Hz, K=20) with others as its
+// closed_loop_others, changed by edit.
+func withOthers(edit func(c map[string]any), others ...map[string]any) map[string]any {
+	c := closedLoopCalibration(nil)
+	c["closed_loop_others"] = others
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
 func TestLoadBundleClosedLoop(t *testing.T) {
 	dir := writeQuadBundle(t, nil, func(m map[string]any) { m["calibration"] = closedLoopCalibration(nil) })
 	b, err := engines.LoadBundle(dir)
@@ -193,6 +225,29 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 	})
 	if b, err = engines.LoadBundle(dir); err != nil || b.Manifest.Calibration.ClosedLoop == nil {
 		t.Fatalf("closed-loop-only calibration: %v", err)
+	}
+	// Calibrations at other rates and K load beside it, and ClosedLoopFor
+	// picks the one for a loop.
+	dir = writeQuadBundle(t, nil, func(m map[string]any) {
+		m["calibration"] = withOthers(nil, otherLoop(10, 20), otherLoop(20, 10))
+	})
+	if b, err = engines.LoadBundle(dir); err != nil || len(b.Manifest.Calibration.ClosedLoopOthers) != 2 {
+		t.Fatalf("closed_loop_others: %v", err)
+	}
+	for _, tc := range []struct {
+		rate  float64
+		k     int
+		want  *engines.ClosedLoop
+		match bool
+	}{
+		{20, 20, b.Manifest.Calibration.ClosedLoop, true},
+		{10, 20, b.Manifest.Calibration.ClosedLoopOthers[0], true},
+		{20, 10, b.Manifest.Calibration.ClosedLoopOthers[1], true},
+		{10, 10, b.Manifest.Calibration.ClosedLoop, false},
+	} {
+		if got, ok := b.Manifest.Calibration.ClosedLoopFor(tc.rate, tc.k); got != tc.want || ok != tc.match {
+			t.Errorf("ClosedLoopFor(%g Hz, K=%d) = %p, %v; want %p, %v", tc.rate, tc.k, got, ok, tc.want, tc.match)
+		}
 	}
 }
 

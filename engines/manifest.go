@@ -262,6 +262,45 @@ type Calibration struct {
 	// episodes driven through the runtime (energyflow sim calibrate); nil:
 	// none. The safety gate prefers it to Recommended when its rule matches.
 	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
+	// ClosedLoopOthers are closed-loop calibrations of the same score
+	// certified at other control rates or sampler steps K (energyflow sim
+	// calibrate --rate R --steps K on a bundle that has a closed_loop at
+	// another rate or K). The runtime uses the one certified for its loop
+	// (ClosedLoopFor); ClosedLoop is the one used when none is.
+	ClosedLoopOthers []*ClosedLoop `json:"closed_loop_others,omitempty"`
+}
+
+// ClosedLoopFor returns the closed-loop calibration certified at rateHz and
+// k sampler steps: ClosedLoop or one of ClosedLoopOthers, and whether one
+// matched. When none did it returns ClosedLoop (nil when there is none),
+// which the runtime then uses with a warning.
+func (c *Calibration) ClosedLoopFor(rateHz float64, k int) (*ClosedLoop, bool) {
+	if c == nil || c.ClosedLoop == nil {
+		return nil, false
+	}
+	for _, cl := range c.ClosedLoops() {
+		if cl.certifiedAt(rateHz, k) {
+			return cl, true
+		}
+	}
+	return c.ClosedLoop, false
+}
+
+// ClosedLoops returns ClosedLoop followed by ClosedLoopOthers (none when
+// ClosedLoop is nil).
+func (c *Calibration) ClosedLoops() []*ClosedLoop {
+	if c == nil || c.ClosedLoop == nil {
+		return nil
+	}
+	return append([]*ClosedLoop{c.ClosedLoop}, c.ClosedLoopOthers...)
+}
+
+// certifiedAt reports whether c was driven at rateHz and k sampler steps;
+// a calibration that did not record them (RateHz or StepsK zero) matches
+// any value of the one it lacks.
+func (c *ClosedLoop) certifiedAt(rateHz float64, k int) bool {
+	rateOK := c.RateHz <= 0 || math.Abs(c.RateHz-rateHz) <= 1e-9*c.RateHz
+	return rateOK && (c.StepsK <= 0 || c.StepsK == k)
 }
 
 // ClosedLoop is a time-varying stop threshold: Bands[b].Threshold =
@@ -471,6 +510,7 @@ func (m *Manifest) validate(file string) error {
 		if n := m.Schedule.NumTrainTimesteps; m.Sampler.Steps < 1 || n >= 1 && m.Sampler.Steps > n {
 			p.add("sampler.steps", "got %d, expected S in 1..num_train_timesteps (%d)", m.Sampler.Steps, n)
 		}
+		// (validateCalibration holds closed_loop_others to closed_loop's score)
 		if c := m.Calibration; c != nil && !(c.ClosedLoop != nil && c.ClosedLoop.Score == ScoreStateEnergy && c.Recommended == (Recommendation{}) && len(c.Scores) == 0) {
 			p.add("calibration", "got a calibration block, expected null: policy %q has no energy to calibrate (only a closed_loop of its state term, score %q, may be written)", m.Policy, ScoreStateEnergy)
 		}
@@ -892,8 +932,8 @@ func (m *Manifest) validateCalibration(p *problems) {
 	r := c.Recommended
 	// A bundle calibrated only in closed loop (sim calibrate on a bundle that
 	// never had held-out windows) has no recommendation: the bands are it.
+	m.validateClosedLoops(p, c)
 	if c.ClosedLoop != nil && r == (Recommendation{}) {
-		m.validateClosedLoop(p, c.ClosedLoop)
 		return
 	}
 	if r.Score != ScoreEnergy && r.Score != ScoreCenteredEnergy {
@@ -902,16 +942,49 @@ func (m *Manifest) validateCalibration(p *problems) {
 	if math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) {
 		p.add("calibration.recommended.threshold", "got %v, expected a finite number", r.Threshold)
 	}
-	if c.ClosedLoop != nil {
-		m.validateClosedLoop(p, c.ClosedLoop)
+}
+
+// validateClosedLoops checks closed_loop and closed_loop_others: each one
+// valid, all of one score, and no two certified at the same rate and K.
+func (m *Manifest) validateClosedLoops(p *problems, c *Calibration) {
+	if c.ClosedLoop == nil {
+		if len(c.ClosedLoopOthers) > 0 {
+			p.add("calibration.closed_loop_others", "got %d calibrations and no closed_loop, expected closed_loop first (the one used at any other rate or K)", len(c.ClosedLoopOthers))
+		}
+		return
+	}
+	m.validateClosedLoop(p, "calibration.closed_loop", c.ClosedLoop)
+	for i, o := range c.ClosedLoopOthers {
+		f := fmt.Sprintf("calibration.closed_loop_others[%d]", i)
+		if o == nil {
+			p.add(f, "got null, expected a closed-loop calibration")
+			continue
+		}
+		m.validateClosedLoop(p, f, o)
+		if o.Score != c.ClosedLoop.Score {
+			p.add(f+".score", "got %q, expected closed_loop's %q (the calibrations differ only in rate and K)", o.Score, c.ClosedLoop.Score)
+		}
+		if !(o.RateHz > 0) || o.StepsK < 1 {
+			p.add(f, "rate_hz %v, steps_k %d: expected both set, they say which loop it is for", o.RateHz, o.StepsK)
+			continue
+		}
+		for j, prev := range c.ClosedLoops()[:i+1] {
+			if prev != nil && prev.RateHz == o.RateHz && prev.StepsK == o.StepsK {
+				other := "closed_loop"
+				if j > 0 {
+					other = fmt.Sprintf("closed_loop_others[%d]", j-1)
+				}
+				p.add(f, "certified at %g Hz and K=%d like %s: expected one calibration per rate and K", o.RateHz, o.StepsK, other)
+				break
+			}
+		}
 	}
 }
 
 // maxRuleWindow is the largest n-of-m window the safety gate supports.
 const maxRuleWindow = 64
 
-func (m *Manifest) validateClosedLoop(p *problems, c *ClosedLoop) {
-	const f = "calibration.closed_loop"
+func (m *Manifest) validateClosedLoop(p *problems, f string, c *ClosedLoop) {
 	switch c.Score {
 	case ScoreEnergy, ScoreCenteredEnergy:
 	case ScoreStateEnergy:

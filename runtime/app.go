@@ -151,6 +151,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 
 	// Safety.
+	useClosedLoopFor(cfg, &a.bundle.Manifest, log)
 	cal, err := safetyCalibration(a.bundle)
 	if err != nil {
 		return nil, err
@@ -410,9 +411,40 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 		"bundle", m.Name, "policy_steps", k, "calibration_steps", c.Steps)
 }
 
+// useClosedLoopFor makes the closed-loop calibration certified at this
+// run's control rate and sampler steps K the manifest's closed_loop, when
+// the bundle carries one among calibration.closed_loop_others: the gate,
+// the energy histogram and warnClosedLoopConditions all read closed_loop.
+// It changes the runtime's copy of the manifest only.
+func useClosedLoopFor(cfg *Config, m *engines.Manifest, log *slog.Logger) {
+	c := m.Calibration
+	if c == nil || len(c.ClosedLoopOthers) == 0 {
+		return
+	}
+	cl, ok := c.ClosedLoopFor(cfg.Loop.RateHz, policySteps(cfg, m))
+	if !ok || cl == c.ClosedLoop {
+		return
+	}
+	use := *c
+	use.ClosedLoop, use.ClosedLoopOthers = cl, nil
+	m.Calibration = &use
+	log.Info("using the bundle's closed-loop calibration certified at this control rate and K",
+		"bundle", m.Name, "score", cl.Score, "rate_hz", cl.RateHz, "steps_k", cl.StepsK, "seeds", cl.Seeds)
+}
+
+// policySteps returns the sampler steps K the run uses: policy.steps, or
+// the bundle's default.
+func policySteps(cfg *Config, m *engines.Manifest) int {
+	if cfg.Policy.Steps != 0 {
+		return cfg.Policy.Steps
+	}
+	return m.Sampler.Steps
+}
+
 // warnClosedLoopConditions logs a warning when a threshold the gate uses
 // comes from the bundle's closed-loop calibration and this run's control
-// rate or sampler steps K differ from the ones its episodes were driven at.
+// rate or sampler steps K differ from the ones its episodes were driven at
+// (after useClosedLoopFor: the bundle has no calibration for this loop).
 // The conformal false-trip rate is a property of that closed loop: the
 // states the policy visits change with how late its plans land and how
 // many steps it samples (docs/evaluation.md, "Which component of the state
@@ -431,16 +463,13 @@ func warnClosedLoopConditions(cfg *Config, m *engines.Manifest, th []safety.Thre
 	if !used {
 		return
 	}
-	k := cfg.Policy.Steps
-	if k == 0 {
-		k = m.Sampler.Steps
-	}
+	k := policySteps(cfg, m)
 	rateDiffers := cl.RateHz > 0 && math.Abs(cl.RateHz-cfg.Loop.RateHz) > 1e-9*cl.RateHz
 	stepsDiffer := cl.StepsK > 0 && cl.StepsK != k
 	if !rateDiffers && !stepsDiffer {
 		return
 	}
-	log.Warn("the energy stop's closed-loop threshold was certified at another control rate or number of sampler steps: its false-trip rate does not carry over to this closed loop; recalibrate at this rate and K (energyflow sim calibrate --rate R --steps K) or run at the calibration's",
+	log.Warn("the energy stop's closed-loop threshold was certified at another control rate or number of sampler steps: its false-trip rate does not carry over to this closed loop; recalibrate at this rate and K (energyflow sim calibrate --rate R --steps K adds a calibration for them beside this one) or run at the calibration's",
 		"bundle", m.Name, "score", cl.Score, "rate_hz", cfg.Loop.RateHz, "calibration_rate_hz", cl.RateHz,
 		"policy_steps", k, "calibration_steps_k", cl.StepsK)
 }

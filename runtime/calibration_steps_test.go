@@ -69,6 +69,7 @@ func TestWarnCalibrationSteps(t *testing.T) {
 // driven at; a run at another rate or K is told so when it uses it.
 func TestWarnClosedLoopConditions(t *testing.T) {
 	cl := &engines.ClosedLoop{Score: "state_energy", RateHz: 20, StepsK: 10}
+	at10 := []*engines.ClosedLoop{{Score: "state_energy", RateHz: 10, StepsK: 10}}
 	used := []safety.Threshold{{Score: safety.ScoreStateEnergy, Source: "calibration.closed_loop"}}
 	heldOut := []safety.Threshold{{Score: safety.ScoreStateEnergy, Source: "state_energy.calibration.quantiles[99.9]"}}
 	cases := []struct {
@@ -76,8 +77,10 @@ func TestWarnClosedLoopConditions(t *testing.T) {
 		rate        float64
 		policySteps int // 0 = the bundle's sampler steps (10)
 		closedLoop  *engines.ClosedLoop
+		others      []*engines.ClosedLoop // calibration.closed_loop_others
 		th          []safety.Threshold
 		warn        bool
+		useRate     float64 // the rate of the closed loop useClosedLoopFor leaves in closed_loop (0: none)
 	}{
 		{name: "same rate and K", rate: 20, closedLoop: cl, th: used},
 		{name: "same rate, K set explicitly", rate: 20, policySteps: 10, closedLoop: cl, th: used},
@@ -86,6 +89,10 @@ func TestWarnClosedLoopConditions(t *testing.T) {
 		{name: "another rate, but the closed loop is not used", rate: 10, closedLoop: cl, th: heldOut},
 		{name: "no closed loop", rate: 10, th: heldOut},
 		{name: "closed loop without rate or K", rate: 10, policySteps: 20, closedLoop: &engines.ClosedLoop{Score: "state_energy"}, th: used},
+		{name: "10 Hz with a 10 Hz calibration beside the 20 Hz one", rate: 10, closedLoop: cl, others: at10, th: used, useRate: 10},
+		{name: "20 Hz with a 10 Hz calibration beside", rate: 20, closedLoop: cl, others: at10, th: used, useRate: 20},
+		{name: "5 Hz: neither fits, closed_loop is used", rate: 5, closedLoop: cl, others: at10, th: used, warn: true, useRate: 20},
+		{name: "10 Hz at another K: neither fits", rate: 10, policySteps: 20, closedLoop: cl, others: at10, th: used, warn: true, useRate: 20},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +102,11 @@ func TestWarnClosedLoopConditions(t *testing.T) {
 			cfg.Loop.RateHz = tc.rate
 			cfg.Policy.Steps = tc.policySteps
 			m := &engines.Manifest{Name: "b", Sampler: engines.SamplerSpec{Steps: 10},
-				Calibration: &engines.Calibration{ClosedLoop: tc.closedLoop}}
+				Calibration: &engines.Calibration{ClosedLoop: tc.closedLoop, ClosedLoopOthers: tc.others}}
+			useClosedLoopFor(&cfg, m, log)
+			if tc.useRate != 0 && m.Calibration.ClosedLoop.RateHz != tc.useRate {
+				t.Errorf("closed_loop in use is the %g Hz one, want %g Hz", m.Calibration.ClosedLoop.RateHz, tc.useRate)
+			}
 			warnClosedLoopConditions(&cfg, m, tc.th, log)
 			got := strings.Contains(buf.String(), "certified at another control rate")
 			if got != tc.warn {

@@ -12,8 +12,9 @@ chunks for bundles/metaworld-<task>: one standardized band, every episode confor
 rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool), or
 with --alpha for that per-episode false-alarm level; --successful-only fits on the episodes that
 succeeded only. With
---write the calibration goes into the bundle's manifest (calibration.closed_loop; the gate then watches
-state_energy alone by default), else it is a dry run.
+--write the calibration goes into the bundle's manifest (calibration.closed_loop, or beside it in
+closed_loop_others when closed_loop is for another --rate or K; the gate then watches state_energy
+alone by default), else it is a dry run.
 
 Then replays the 2-of-5 rule at each task's fitted threshold, as the gate applies it
 (scripts/stop_rules.py), on the fresh level-0 chunks of --check: episodes with a trip against the
@@ -23,7 +24,7 @@ on to succeed (the policy recovered) apart from those in episodes that failed. W
 the fault cells there (sim eval --observe-only --fault F, named energyflow_<task>_0_K<k>_<fault>):
 episodes caught within --within ticks of the onset and the median delay. A second table does the same
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
-score, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
+score for --rate, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
 exact Poisson 95 % interval; without --fit only this table is printed, for the tasks of --check.
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
@@ -142,17 +143,36 @@ def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int)
     return out
 
 
-def shipped_threshold(task: str) -> tuple:
-    """The state threshold the shipped bundle's default watch uses (default_threshold)."""
-    return default_threshold(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()))
+def shipped_threshold(task: str, rate_hz: Optional[float] = None) -> tuple:
+    """The state threshold the shipped bundle's default watch uses at rate_hz (default_threshold)."""
+    return default_threshold(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()), rate_hz)
 
 
-def default_threshold(m: Dict) -> tuple:
-    """The state threshold a bundle's default watch uses, from its manifest ``m``: its closed-loop
-    calibration of state_energy (2 of 5), else the state term's held-out q99.9."""
-    cl = (m.get("calibration") or {}).get("closed_loop") or {}
+def closed_loop_for(m: Dict, rate_hz: Optional[float] = None, steps_k: Optional[int] = None) -> Dict:
+    """The closed-loop calibration the runtime uses at rate_hz and steps_k (default: the bundle's
+    sampler steps), as engines.Calibration.ClosedLoopFor picks it: the one of closed_loop and
+    closed_loop_others certified there, else closed_loop ({} when there is none). rate_hz None:
+    closed_loop."""
+    cal = m.get("calibration") or {}
+    primary = cal.get("closed_loop") or {}
+    if rate_hz is None or not primary:
+        return primary
+    k = steps_k if steps_k is not None else m["sampler"]["steps"]
+    for cl in [primary, *(cal.get("closed_loop_others") or [])]:
+        rate_ok = not cl.get("rate_hz") or abs(cl["rate_hz"] - rate_hz) <= 1e-9 * cl["rate_hz"]
+        if rate_ok and (not cl.get("steps_k") or cl["steps_k"] == k):
+            return cl
+    return primary
+
+
+def default_threshold(m: Dict, rate_hz: Optional[float] = None) -> tuple:
+    """The state threshold a bundle's default watch uses at rate_hz, from its manifest ``m``: its
+    closed-loop calibration of state_energy (2 of 5) for that rate (closed_loop_for), else the state
+    term's held-out q99.9."""
+    cl = closed_loop_for(m, rate_hz)
     if cl.get("score") == "state_energy" and cl.get("rule", {}).get("n") == 2 and cl.get("rule", {}).get("m") == 5:
-        return float(cl["bands"][0]["threshold"]), f"closed loop, alpha {cl['alpha']:g}"
+        at = f" at {cl['rate_hz']:g} Hz" if cl.get("rate_hz") else ""
+        return float(cl["bands"][0]["threshold"]), f"closed loop{at}, alpha {cl['alpha']:.3g}"
     return float(m["state_energy"]["calibration"]["quantiles"]["99.9"]), "held-out q99.9"
 
 
@@ -218,7 +238,7 @@ def poisson_interval(k: int, hours: float) -> tuple:
 def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, List[Path]], res: Dict) -> None:
     """The table of thresholds fitted on --fit and replayed on --check."""
     print("| task | calibration: episodes, hours, rate certified | threshold q (alpha/episode) "
-          "| fresh: episodes tripped / episodes | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
+          f"| fresh: episodes tripped / episodes | fresh: trips / hours = per hour (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
     print("|---|---|---|---|---|---|")
     total = {"trips": 0, "hours": 0.0}
     for task, cells in fit.items():
@@ -251,11 +271,11 @@ def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, Lis
 
 def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
     """The table at each shipped bundle's own threshold (and --sweep) on --check."""
-    print("\n| task | the shipped bundle's state threshold | fresh: episodes tripped | fresh: trips / hours = per hour (in successes, in failures) | faults caught within 1 s |")
+    print(f"\n| task | the shipped bundle's state threshold | fresh: episodes tripped | fresh: trips / hours = per hour (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
     print("|---|---|---|---|---|")
     ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
     for task in tasks:
-        thr, src = shipped_threshold(task)
+        thr, src = shipped_threshold(task, a.rate)
         c = check(chk.get(task, []), thr, a.rate)
         f = faults(a.faults, task, thr, a.within, a.fault_step)
         ship["trips"] += c["trips"]
@@ -277,7 +297,7 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
     print(f"| all | | | {ship['trips']} / {ship['hours']:.3f} h = {per:.1f}{ci} ({ship['in_successes']} in successes) | |")
     res["shipped_all"] = ship
     if a.sweep:
-        print("\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within 1 s |")
+        print(f"\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
         print("|---|---|---|---|---|")
         for task in tasks:
             for thr in [float(v) for v in a.sweep.split()]:
@@ -301,7 +321,7 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             part = by_load(chk.get(task, []), a.split_p50)[side == "heavy"]
             if not part:
                 continue
-            thr, _ = shipped_threshold(task)
+            thr, _ = shipped_threshold(task, a.rate)
             c = check(part, thr, a.rate)
             ok = sum(succeeded(part).values())
             p50s = [json.loads(Path(str(x) + ".json").read_text())["inference_p50_ms"] for x in part]

@@ -68,7 +68,7 @@ def main() -> None:
         if not Path(c + ".jsonl").exists() or not Path(c + ".json").exists():
             raise SystemExit(f"shift_replay.py: {c}: no .jsonl and .json (run it with scripts/evaluate.sh --observe)")
         task = sr.task_of(c)
-        thr, source = ft.shipped_threshold(task)
+        thr, source = ft.shipped_threshold(task, json.loads(Path(c + ".json").read_text()).get("rate_hz"))
         r = replay(c, thr)
         n = r["episodes"]
         kept = r["successes"] - r["successes_lost"]

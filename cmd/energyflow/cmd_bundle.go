@@ -93,31 +93,12 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 			if !m.HasEnergy() { // a diffusion policy: only its state term is calibrated, and watched only when asked
 				used = "used when safety.energy.scores lists " + cl.Score
 			}
-			fmt.Fprintf(w, "ok    calibration: closed-loop, %s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
-				used, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
-			if cl.SuccessfulOnly {
-				fmt.Fprintf(w, "        fitted on the episodes that succeeded only: alpha bounds the trips of episodes that would succeed\n")
+			if len(c.ClosedLoopOthers) > 0 {
+				used += " at any rate and K without one of its own"
 			}
-			if cl.TripsPerHour > 0 {
-				fmt.Fprintf(w, "        certified for %g false trips per running hour over %.3g h of conformal driving (%d episodes)\n", cl.TripsPerHour, cl.ConformalHours, cl.ConformalEpisodes)
-			}
-			unit := bandUnitText(cl.Unit())
-			switch cl.BandUnit {
-			case engines.BandUnitTicks:
-				fmt.Fprintf(w, "        bands by %s since arming (band_unit %s)\n", unit, cl.BandUnit)
-			default:
-				how := "band_unit " + cl.BandUnit
-				if cl.BandUnit == "" {
-					how = "no band_unit: calibrated before it existed"
-				}
-				fmt.Fprintf(w, "        bands by %s since arming (%s): they shift with the scorer's throughput — rerun `energyflow sim calibrate` to count running ticks\n", unit, how)
-			}
-			for i, b := range cl.Bands {
-				to := "on"
-				if i+1 < len(cl.Bands) {
-					to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
-				}
-				fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, b.Mean, b.Std)
+			printManifestClosedLoop(w, "ok    calibration: closed-loop, "+used, cl)
+			for i, o := range c.ClosedLoopOthers {
+				printManifestClosedLoop(w, fmt.Sprintf("ok    calibration: closed-loop for %g Hz and K=%d (closed_loop_others[%d]), used by a loop at that rate and K", o.RateHz, o.StepsK, i), o)
 			}
 			if c.Recommended.Score != "" {
 				fmt.Fprintf(w, "        held-out windows (the fallback under another rule): stop when %s > %.6g (%s)\n", c.Recommended.Score, c.Recommended.Threshold, c.Recommended.Rule)
@@ -261,4 +242,35 @@ func finite(x []float32) bool {
 		}
 	}
 	return true
+}
+
+// printManifestClosedLoop prints one closed-loop calibration of a bundle
+// after head: its provenance, what it certifies and its bands.
+func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
+	fmt.Fprintf(w, "%s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
+		head, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
+	if cl.SuccessfulOnly {
+		fmt.Fprintf(w, "        fitted on the episodes that succeeded only: alpha bounds the trips of episodes that would succeed\n")
+	}
+	if cl.TripsPerHour > 0 {
+		fmt.Fprintf(w, "        certified for %g false trips per running hour over %.3g h of conformal driving (%d episodes)\n", cl.TripsPerHour, cl.ConformalHours, cl.ConformalEpisodes)
+	}
+	unit := bandUnitText(cl.Unit())
+	switch cl.BandUnit {
+	case engines.BandUnitTicks:
+		fmt.Fprintf(w, "        bands by %s since arming (band_unit %s)\n", unit, cl.BandUnit)
+	default:
+		how := "band_unit " + cl.BandUnit
+		if cl.BandUnit == "" {
+			how = "no band_unit: calibrated before it existed"
+		}
+		fmt.Fprintf(w, "        bands by %s since arming (%s): they shift with the scorer's throughput — rerun `energyflow sim calibrate` to count running ticks\n", unit, how)
+	}
+	for i, b := range cl.Bands {
+		to := "on"
+		if i+1 < len(cl.Bands) {
+			to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
+		}
+		fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, b.Mean, b.Std)
+	}
 }

@@ -147,7 +147,7 @@ func (c *calibrateFlags) prepare(root string) error {
 		c.steps = b.Manifest.Sampler.Steps
 	}
 	if !c.dryRun {
-		return checkCalibratable(c.bundleDir, c.score)
+		return checkCalibratable(c.bundleDir, c.score, c.rate, c.steps)
 	}
 	return nil
 }
@@ -235,10 +235,11 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stdout, "dry run: the bundle was not changed")
 		return exitOK
 	}
-	if err := writeClosedLoop(c.bundleDir, cl); err != nil {
+	where, err := writeClosedLoop(c.bundleDir, cl)
+	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(env.stdout, "wrote calibration.closed_loop into %s\n", filepath.Join(c.bundleDir, "manifest.json"))
+	fmt.Fprintf(env.stdout, "wrote %s into %s\n", where, filepath.Join(c.bundleDir, "manifest.json"))
 	return exitOK
 }
 
@@ -496,63 +497,123 @@ func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float
 	return err == nil && len(trips) > 0
 }
 
-// writeClosedLoop sets calibration.closed_loop in the bundle's manifest.json
-// and leaves every other byte of meaning alone: keys keep their order, numbers
-// their text (the manifest's file hashes do not cover manifest.json itself).
-func writeClosedLoop(bundle string, cl *safety.ClosedLoop) error {
-	path, data, err := calibratedManifest(bundle, cl)
+// writeClosedLoop writes cl into the bundle's manifest.json (where:
+// placeClosedLoop) and leaves every other byte of meaning alone: keys keep
+// their order, numbers their text (the manifest's file hashes do not cover
+// manifest.json itself). It returns where cl went.
+func writeClosedLoop(bundle string, cl *safety.ClosedLoop) (string, error) {
+	path, data, where, err := calibratedManifest(bundle, cl)
 	if err != nil {
-		return err
+		return "", err
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(tmp, path)
+	return where, os.Rename(tmp, path)
 }
 
 // checkCalibratable builds, without writing it, the bundle's manifest with a
-// placeholder closed-loop calibration of score: a manifest that could not
-// take one fails before any episode is driven.
-func checkCalibratable(bundle, score string) error {
-	_, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks,
+// placeholder closed-loop calibration of score at rateHz and k sampler
+// steps: a manifest that could not take one fails before any episode is
+// driven.
+func checkCalibratable(bundle, score string, rateHz float64, k int) error {
+	_, _, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks, RateHz: rateHz, StepsK: k,
 		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
 		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}})
 	return err
 }
 
-// calibratedManifest returns the path of the bundle's manifest.json and its
-// bytes with calibration.closed_loop set to cl, checked by the parser the
-// runtime uses.
-func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, error) {
+// calibratedManifest returns the path of the bundle's manifest.json, its
+// bytes with cl placed by placeClosedLoop, checked by the parser the runtime
+// uses, and where cl went.
+func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, string, error) {
 	path := filepath.Join(bundle, "manifest.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	top, err := manifestedit.Parse(raw)
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
+		return "", nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	cal := &manifestedit.Object{}
 	if calRaw := top.Raw("calibration"); calRaw != nil && !bytes.Equal(bytes.TrimSpace(calRaw), []byte("null")) {
 		if cal, err = manifestedit.Parse(calRaw); err != nil {
-			return "", nil, fmt.Errorf("%s: calibration: %w", path, err)
+			return "", nil, "", fmt.Errorf("%s: calibration: %w", path, err)
 		}
 	}
-	if err := cal.Set("closed_loop", cl); err != nil {
-		return "", nil, err
+	where, err := placeClosedLoop(cal, cl)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	if err := top.Set("calibration", cal); err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	// one space per level: the training toolkit's json.dump(indent=1)
 	out, err := top.Marshal(" ")
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	if _, err := engines.ParseManifest(path, out); err != nil {
-		return "", nil, fmt.Errorf("the calibrated manifest would not parse, nothing written: %w", err)
+		return "", nil, "", fmt.Errorf("the calibrated manifest would not parse, nothing written: %w", err)
 	}
-	return path, out, nil
+	return path, out, where, nil
+}
+
+// loopKey is what tells closed-loop calibrations apart in one bundle.
+type loopKey struct {
+	Score  string  `json:"score"`
+	RateHz float64 `json:"rate_hz"`
+	StepsK int     `json:"steps_k"`
+}
+
+// placeClosedLoop puts cl into the calibration object and says where: it
+// replaces closed_loop when there is none, when closed_loop was certified
+// at cl's rate and K, or when it calibrated another score (then any
+// closed_loop_others, of that score, are dropped: a bundle's closed-loop
+// calibrations are all of one score). Otherwise closed_loop stays the one
+// used at any other rate or K, and cl replaces the entry of
+// closed_loop_others at its rate and K, or is appended to them.
+func placeClosedLoop(cal *manifestedit.Object, cl *safety.ClosedLoop) (string, error) {
+	var primary *loopKey
+	if _, err := cal.Get("closed_loop", &primary); err != nil {
+		return "", err
+	}
+	var others []json.RawMessage
+	if _, err := cal.Get("closed_loop_others", &others); err != nil {
+		return "", err
+	}
+	same := func(k *loopKey) bool { return k != nil && k.RateHz == cl.RateHz && k.StepsK == cl.StepsK }
+	// a closed_loop that did not record its rate or K cannot be told apart
+	if primary == nil || primary.Score != cl.Score || same(primary) || !(primary.RateHz > 0) || primary.StepsK < 1 {
+		where := "calibration.closed_loop"
+		if primary != nil && primary.Score != cl.Score && len(others) > 0 {
+			cal.Delete("closed_loop_others")
+			where += fmt.Sprintf(" (its %d closed_loop_others, of score %s, dropped)", len(others), primary.Score)
+		}
+		return where, cal.Set("closed_loop", cl)
+	}
+	raw, err := json.Marshal(cl)
+	if err != nil {
+		return "", err
+	}
+	i := len(others)
+	for j, o := range others {
+		var k *loopKey
+		if err := json.Unmarshal(o, &k); err != nil {
+			return "", fmt.Errorf("calibration.closed_loop_others[%d]: %w", j, err)
+		}
+		if same(k) {
+			i = j
+			break
+		}
+	}
+	if i == len(others) {
+		others = append(others, nil)
+	}
+	others[i] = raw
+	where := fmt.Sprintf("calibration.closed_loop_others[%d] (%g Hz, K=%d; closed_loop, at %g Hz and K=%d, is kept for other rates)",
+		i, cl.RateHz, cl.StepsK, primary.RateHz, primary.StepsK)
+	return where, cal.Set("closed_loop_others", others)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,8 +355,9 @@ func TestSimEvalNeverArmed(t *testing.T) {
 
 // TestSimCalibrate drives a few short level-0 episodes through the runtime
 // against the real bridge, fits the closed-loop thresholds and writes them
-// into a copy of the shipped ButtonPress bundle: the manifest still parses,
-// keeps its other fields, and the safety gate takes the new thresholds.
+// into a copy of the shipped ButtonPress bundle: at 10 Hz, beside its 20 Hz
+// closed_loop (calibration.closed_loop_others). The manifest still parses,
+// keeps its other fields, and a 10 Hz loop takes the new thresholds.
 func TestSimCalibrate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closed-loop episodes")
@@ -377,7 +379,8 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatalf("sim calibrate exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	for _, want := range []string{"closed-loop calibration on 4 level-0 episodes of button-press (seeds 2000–2003", "2 fit the bands, 2 set q",
-		"alpha 0.5", "bands by running ticks since arming (band_unit ticks)", "running ticks 0 ", "wrote calibration.closed_loop"} {
+		"alpha 0.5", "bands by running ticks since arming (band_unit ticks)", "running ticks 0 ",
+		"wrote calibration.closed_loop_others[0] (10 Hz, K=20; closed_loop, at 20 Hz and K=20, is kept for other rates)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -387,10 +390,13 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatalf("calibrated bundle does not load: %v", err)
 	}
 	cal := after.Manifest.Calibration
-	if cal == nil || cal.ClosedLoop == nil {
-		t.Fatalf("no calibration.closed_loop written:\n%s", out.String())
+	if cal == nil || len(cal.ClosedLoopOthers) != 1 || !slices.Equal(cal.ClosedLoop.Bands, before.Manifest.Calibration.ClosedLoop.Bands) {
+		t.Fatalf("want the 20 Hz closed_loop kept and one closed_loop_others written:\n%s", out.String())
 	}
-	cl := cal.ClosedLoop
+	cl, ok := cal.ClosedLoopFor(10, 20)
+	if !ok || cl != cal.ClosedLoopOthers[0] {
+		t.Fatalf("ClosedLoopFor(10 Hz, K=20) = %+v, %v: want the new calibration", cl, ok)
+	}
 	if cl.Alpha != 0.5 || cl.Task != "button-press" || cl.Episodes != 4 || cl.Seeds != [2]int{2000, 2003} || len(cl.Bands) == 0 || cl.Bands[0].From != 0 ||
 		cl.BandUnit != engines.BandUnitTicks {
 		t.Errorf("closed_loop = %+v", cl)
@@ -407,7 +413,7 @@ func TestSimCalibrate(t *testing.T) {
 	if code := realMain([]string{"bundle", "verify", bundle}, &out, &errb); code != exitOK {
 		t.Fatalf("bundle verify exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "closed-loop") || !strings.Contains(out.String(), "alpha 0.5") {
+	if !strings.Contains(out.String(), "closed-loop for 10 Hz and K=20 (closed_loop_others[0])") || !strings.Contains(out.String(), "alpha 0.5") {
 		t.Errorf("bundle verify does not show the closed-loop calibration:\n%s", out.String())
 	}
 }

@@ -41,10 +41,10 @@ func TestWriteClosedLoop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := checkCalibratable(dir, "energy"); err != nil {
+			if err := checkCalibratable(dir, "energy", 20, 20); err != nil {
 				t.Fatalf("checkCalibratable: %v", err)
 			}
-			if err := writeClosedLoop(dir, cl); err != nil {
+			if _, err := writeClosedLoop(dir, cl); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)
@@ -71,10 +71,76 @@ func TestWriteClosedLoop(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("[1, 2]"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := checkCalibratable(dir, "energy"); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
+		if err := checkCalibratable(dir, "energy", 20, 20); err == nil || !strings.Contains(err.Error(), "want a JSON object") {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// TestWriteClosedLoopPerRate: a calibration at another rate or K goes
+// beside closed_loop (which stays the one used at any other loop), one at a
+// rate and K already calibrated replaces that one, and one of another score
+// replaces closed_loop and drops the others; the runtime's ClosedLoopFor
+// then finds each.
+func TestWriteClosedLoopPerRate(t *testing.T) {
+	root := moduleRoot(t)
+	dir := filepath.Join(t.TempDir(), "b")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "bundles/metaworld-button-press"))); err != nil {
+		t.Fatal(err)
+	}
+	at := func(score string, rate float64, k int, thr float64) *safety.ClosedLoop {
+		return &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
+			BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: thr}},
+			Task: "button-press", Level: "0", RateHz: rate, StepsK: k, MaxSteps: 500, Episodes: 10, ConformalEpisodes: 10, Seeds: [2]int{1, 10}}
+	}
+	steps := []struct {
+		cl     *safety.ClosedLoop
+		where  string // prefix of where it went
+		others int    // len(closed_loop_others) after
+	}{
+		{at("energy", 20, 20, 1), "calibration.closed_loop", 0}, // the shipped one is also energy at 20 Hz, K=20: replaced
+		{at("energy", 10, 20, 2), "calibration.closed_loop_others[0] (10 Hz, K=20; closed_loop, at 20 Hz and K=20, is kept", 1},
+		{at("energy", 10, 20, 3), "calibration.closed_loop_others[0]", 1},
+		{at("energy", 20, 10, 4), "calibration.closed_loop_others[1]", 2},
+	}
+	for i, st := range steps {
+		where, err := writeClosedLoop(dir, st.cl)
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if !strings.HasPrefix(where, st.where) {
+			t.Errorf("write %d went to %q, want %q…", i, where, st.where)
+		}
+		b, err := engines.LoadBundle(dir)
+		if err != nil {
+			t.Fatalf("write %d: the bundle does not load: %v", i, err)
+		}
+		if n := len(b.Manifest.Calibration.ClosedLoopOthers); n != st.others {
+			t.Errorf("write %d: %d closed_loop_others, want %d", i, n, st.others)
+		}
+	}
+	b, err := engines.LoadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rate  float64
+		k     int
+		thr   float64
+		match bool
+	}{{20, 20, 1, true}, {10, 20, 3, true}, {20, 10, 4, true}, {10, 10, 1, false}, {30, 20, 1, false}} {
+		cl, ok := b.Manifest.Calibration.ClosedLoopFor(tc.rate, tc.k)
+		if cl == nil || cl.Bands[0].Threshold != tc.thr || ok != tc.match {
+			t.Errorf("ClosedLoopFor(%g Hz, K=%d) = %+v, %v; want threshold %g, %v", tc.rate, tc.k, cl, ok, tc.thr, tc.match)
+		}
+	}
+	where, err := writeClosedLoop(dir, at("state_energy", 10, 20, 5))
+	if err != nil || !strings.Contains(where, "its 2 closed_loop_others, of score energy, dropped") {
+		t.Fatalf("another score: went to %q (%v)", where, err)
+	}
+	if b, err = engines.LoadBundle(dir); err != nil || len(b.Manifest.Calibration.ClosedLoopOthers) != 0 || b.Manifest.Calibration.ClosedLoop.Score != "state_energy" {
+		t.Fatalf("after another score: %v", err)
+	}
 }
 
 // The printouts of a closed-loop calibration say what the bands count:
@@ -108,7 +174,7 @@ func TestClosedLoopPrintoutsNameTheUnit(t *testing.T) {
 			}
 
 			dir := writeTestBundle(t)
-			if err := writeClosedLoop(dir, cl); err != nil {
+			if _, err := writeClosedLoop(dir, cl); err != nil {
 				t.Fatal(err)
 			}
 			out.Reset()

@@ -76,7 +76,7 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 		Task: "button-press", Level: "0", RateHz: 10, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20,
 		Seeds: [2]int{2000, 2039}}
 	plain := writeTestBundle(t)
-	if err := checkCalibratable(plain, "state_energy"); err == nil || !strings.Contains(err.Error(), `no "state_energy" block`) {
+	if err := checkCalibratable(plain, "state_energy", 20, 20); err == nil || !strings.Contains(err.Error(), `no "state_energy" block`) {
 		t.Fatalf("checkCalibratable(state_energy) of a bundle without the state term: %v", err)
 	}
 	for _, name := range []string{"energyflow", "diffusion"} {
@@ -87,15 +87,15 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 				if err := os.CopyFS(dir, os.DirFS(filepath.Join(moduleRoot(t), "runtime", "testdata", "simarm-diffusion"))); err != nil {
 					t.Fatal(err)
 				}
-				if err := checkCalibratable(dir, "state_energy"); err == nil {
+				if err := checkCalibratable(dir, "state_energy", 20, 20); err == nil {
 					t.Fatal("a diffusion bundle without the state term took a state_energy calibration")
 				}
 			}
 			enginestest.AddStateTerm(t, dir, 6.5)
-			if err := checkCalibratable(dir, "state_energy"); err != nil {
+			if err := checkCalibratable(dir, "state_energy", 20, 20); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeClosedLoop(dir, cl); err != nil {
+			if _, err := writeClosedLoop(dir, cl); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)

@@ -94,6 +94,20 @@ func (o *Object) SetRaw(key string, raw json.RawMessage) {
 	o.vals[key] = raw
 }
 
+// Delete removes key (nothing when missing).
+func (o *Object) Delete(key string) {
+	if _, ok := o.vals[key]; !ok {
+		return
+	}
+	delete(o.vals, key)
+	for i, k := range o.keys {
+		if k == key {
+			o.keys = append(o.keys[:i], o.keys[i+1:]...)
+			break
+		}
+	}
+}
+
 // Marshal writes the object indented by indent per level, with a final
 // newline.
 func (o *Object) Marshal(indent string) ([]byte, error) {

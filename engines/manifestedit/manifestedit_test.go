@@ -54,3 +54,21 @@ func mustParse(t *testing.T, s string) *manifestedit.Object {
 	}
 	return o
 }
+
+func TestDelete(t *testing.T) {
+	tests := []struct{ name, in, key, want string }{
+		{"middle key", `{"a": 1, "b": 2, "c": 3}`, "b", "{\n \"a\": 1,\n \"c\": 3\n}\n"},
+		{"missing key", `{"a": 1}`, "z", "{\n \"a\": 1\n}\n"},
+		{"first key", `{"a": 1, "b": 2}`, "a", "{\n \"b\": 2\n}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := mustParse(t, tt.in)
+			o.Delete(tt.key)
+			got, err := o.Marshal(" ")
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("got %q (%v), want %q", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -37,3 +37,26 @@ def test_by_load(tmp_path, p50s, ms, light, heavy):
     lo, hi = ft.by_load(cells, ms)
     assert [c.name for c in lo] == light
     assert [c.name for c in hi] == heavy
+
+
+def _loop(rate: float, k: int, thr: float) -> dict:
+    return {"score": "state_energy", "alpha": 0.05, "rule": {"kind": "n_of_m", "n": 2, "m": 5},
+            "rate_hz": rate, "steps_k": k, "bands": [{"from": 0, "mean": 0, "std": 1, "threshold": thr}]}
+
+
+@pytest.mark.parametrize("others,rate,want", [
+    ([], None, 100.0),                         # no rate asked: closed_loop
+    ([], 10.0, 100.0),                         # nothing at 10 Hz: closed_loop, as the runtime does
+    ([_loop(10, 10, 7.0)], 10.0, 7.0),         # the one certified at the loop's rate and K
+    ([_loop(10, 10, 7.0)], 20.0, 100.0),
+    ([_loop(10, 20, 7.0)], 10.0, 100.0),       # at 10 Hz but another K than the bundle's 10
+])
+def test_default_threshold_per_rate(others, rate, want):
+    m = {"sampler": {"steps": 10}, "state_energy": {"calibration": {"quantiles": {"99.9": 5.0}}},
+         "calibration": {"closed_loop": _loop(20, 10, 100.0), "closed_loop_others": others}}
+    assert ft.default_threshold(m, rate)[0] == want
+
+
+def test_default_threshold_without_closed_loop():
+    m = {"sampler": {"steps": 10}, "state_energy": {"calibration": {"quantiles": {"99.9": 5.0}}}, "calibration": None}
+    assert ft.default_threshold(m, 10.0) == (5.0, "held-out q99.9")

@@ -133,11 +133,12 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
     block = calibration_block(scores, n, seed, K, score, quantile)
     if png:
         save_histogram(scores, block, bundle / "calibration.png")
-    # the closed-loop thresholds (energyflow sim calibrate, docs/safety.md) were fitted on
-    # episodes, not on these windows: keep them
-    closed_loop = (man.get("calibration") or {}).get("closed_loop")
-    if closed_loop is not None:
-        block["closed_loop"] = closed_loop
+    # the closed-loop thresholds (energyflow sim calibrate, docs/safety.md), at one
+    # control rate and K or several, were fitted on episodes, not on these windows: keep them
+    old = man.get("calibration") or {}
+    for key in ("closed_loop", "closed_loop_others"):
+        if old.get(key) is not None:
+            block[key] = old[key]
     man["calibration"] = block
     write_manifest(bundle, man)
     return block

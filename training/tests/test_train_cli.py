@@ -128,15 +128,20 @@ def test_cli_train_calibrate_inspect_sample(data_file, tmp_path, capsys):
     assert set(cal["scores"]["energy"]["quantiles"]) == {"50", "90", "99", "99.9"}
     assert cal["recommended"]["threshold"] == cal["scores"]["energy"]["quantiles"]["99.9"]
     assert "calibration.png" in man["files"]
-    # recalibrating on windows keeps the closed-loop thresholds (energyflow sim calibrate)
-    closed = {"score": "energy", "alpha": 0.1, "bands": [{"from": 0, "mean": 1.0, "std": 0.5, "threshold": 2.0}]}
+    # recalibrating on windows keeps the closed-loop thresholds (energyflow sim calibrate), those
+    # at other control rates too
+    closed = {"score": "energy", "alpha": 0.1, "rate_hz": 20, "steps_k": 2,
+              "bands": [{"from": 0, "mean": 1.0, "std": 0.5, "threshold": 2.0}]}
+    others = [dict(closed, rate_hz=10)]
     man["calibration"]["closed_loop"] = closed
+    man["calibration"]["closed_loop_others"] = others
     (out / "bundle" / "manifest.json").write_text(json.dumps(man))
     assert cli.main(["calibrate", "--bundle", str(out / "bundle"), "--data", str(data_file), "--n-windows", "12",
                      "--steps", "2", "--val-fraction", "0.34"]) == 0
     capsys.readouterr()
     man = json.loads((out / "bundle" / "manifest.json").read_text())
     assert man["calibration"]["closed_loop"] == closed and man["calibration"]["scores"] == cal["scores"]
+    assert man["calibration"]["closed_loop_others"] == others
     # the evaluation's choice replaces the recommendation only; hashes stay valid
     assert cli.main(["threshold", "--bundle", str(out / "bundle"), "--score", "centered_energy",
                      "--value", "1.5", "--rule", "test"]) == 0
