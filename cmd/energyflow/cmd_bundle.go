@@ -247,7 +247,7 @@ func finite(x []float32) bool {
 // printManifestClosedLoop prints one closed-loop calibration of a bundle
 // after head: its provenance, what it certifies and its bands.
 func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
-	fmt.Fprintf(w, "%s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %g, q %.4g\n",
+	fmt.Fprintf(w, "%s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %.4g, q %.4g\n",
 		head, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
 	if cl.SuccessfulOnly {
 		fmt.Fprintf(w, "        fitted on the episodes that succeeded only: alpha bounds the trips of episodes that would succeed\n")
