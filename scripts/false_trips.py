@@ -4,6 +4,7 @@
     .venv/bin/python scripts/false_trips.py --fit build/hours/a --check build/hours/b \\
         [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--sweep "6 10 20"] [--json FILE]
     .venv/bin/python scripts/false_trips.py --check build/hours/c     (the shipped thresholds only)
+    .venv/bin/python scripts/false_trips.py --check build/hours/e --fit-below 60480 [...]
 
 For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{jsonl,json}, the stop
 observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
@@ -26,6 +27,8 @@ episodes caught within --within ticks of the onset and the median delay. A secon
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
 score for --rate, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
 exact Poisson 95 % interval; without --fit only this table is printed, for the tasks of --check.
+--fit-below SEED instead of --fit splits one folder: the chunks of --check whose first seed is below
+SEED are the fit set, the others the fresh ones.
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
 Prints markdown tables.
@@ -55,6 +58,18 @@ def chunks(d: Path) -> Dict[str, List[Path]]:
         if j.with_suffix(".jsonl").exists():
             out[sr.task_of(str(j.with_suffix("")))].append(j.with_suffix(""))
     return dict(out)
+
+
+def first_seed(cell: Path) -> int:
+    """The first episode seed of a level0_hours.sh chunk, <task>_<seed>."""
+    return int(cell.name.rsplit("_", 1)[1])
+
+
+def split_below(cells: Dict[str, List[Path]], seed: int) -> Tuple[Dict[str, List[Path]], Dict[str, List[Path]]]:
+    """Per task, the chunks whose first seed is below seed, and the others (tasks with none left out)."""
+    lo = {t: [c for c in cs if first_seed(c) < seed] for t, cs in cells.items()}
+    hi = {t: [c for c in cs if first_seed(c) >= seed] for t, cs in cells.items()}
+    return {t: cs for t, cs in lo.items() if cs}, {t: cs for t, cs in hi.items() if cs}
 
 
 def running_hours(cells: List[Path], rate: float) -> float:
@@ -180,6 +195,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", type=Path, default=None, help="level0_hours.sh folder to calibrate on (without it, "
                                                           "only the shipped bundles' thresholds are checked)")
+    ap.add_argument("--fit-below", type=int, default=None, help="instead of --fit: calibrate on the chunks of "
+                                                                  "--check whose first seed is below this, check on the rest")
     ap.add_argument("--check", required=True, type=Path, help="level0_hours.sh folder of fresh level-0 driving")
     ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
     ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
@@ -200,6 +217,10 @@ def main() -> None:
     a = ap.parse_args()
     chk = chunks(a.check)
     fit = chunks(a.fit) if a.fit is not None else None
+    if a.fit_below is not None:
+        if fit is not None:
+            raise SystemExit("false_trips.py: --fit and --fit-below exclude each other")
+        fit, chk = split_below(chk, a.fit_below)
     if a.tasks:
         keep = a.tasks.split()
         chk = {t: c for t, c in chk.items() if t in keep}

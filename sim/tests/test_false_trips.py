@@ -60,3 +60,11 @@ def test_default_threshold_per_rate(others, rate, want):
 def test_default_threshold_without_closed_loop():
     m = {"sampler": {"steps": 10}, "state_energy": {"calibration": {"quantiles": {"99.9": 5.0}}}, "calibration": None}
     assert ft.default_threshold(m, 10.0) == (5.0, "held-out q99.9")
+
+
+def test_split_below():
+    cells = {"assembly": [Path("d/assembly_60000"), Path("d/assembly_60470"), Path("d/assembly_60480"), Path("d/assembly_64000")],
+             "hammer": [Path("d/hammer_70000")]}
+    fit, chk = ft.split_below(cells, 60480)
+    assert fit == {"assembly": [Path("d/assembly_60000"), Path("d/assembly_60470")]}
+    assert chk == {"assembly": [Path("d/assembly_60480"), Path("d/assembly_64000")], "hammer": [Path("d/hammer_70000")]}
