@@ -930,9 +930,9 @@ func (m *Manifest) validateCalibration(p *problems) {
 		return
 	}
 	r := c.Recommended
+	m.validateClosedLoops(p, c)
 	// A bundle calibrated only in closed loop (sim calibrate on a bundle that
 	// never had held-out windows) has no recommendation: the bands are it.
-	m.validateClosedLoops(p, c)
 	if c.ClosedLoop != nil && r == (Recommendation{}) {
 		return
 	}

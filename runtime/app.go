@@ -390,10 +390,7 @@ func warnCalibrationSteps(cfg *Config, m *engines.Manifest, log *slog.Logger) {
 	if c == nil || c.Steps <= 0 || cfg.Safety.Energy.Disabled {
 		return
 	}
-	k := cfg.Policy.Steps
-	if k == 0 {
-		k = m.Sampler.Steps
-	}
+	k := policySteps(cfg, m)
 	if k == c.Steps {
 		return
 	}
