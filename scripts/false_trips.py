@@ -10,7 +10,8 @@ For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{json
 observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
 chunks for bundles/metaworld-<task>: one standardized band, every episode conformal, certified for
 --trips-per-hour false trips per running hour (auto: the lowest rate its hours can certify, 1.02/H
-rounded up to a tenth; an explicit rate a task's hours cannot certify is refused by the tool), or
+rounded up to a tenth, H the conformal hours sim calibrate counts: the running ticks after arming of
+the episodes it keeps; an explicit rate a task's hours cannot certify is refused by the tool), or
 with --alpha for that per-episode false-alarm level; --successful-only fits on the episodes that
 succeeded only. With
 --write the calibration goes into the bundle's manifest (calibration.closed_loop, or beside it in
@@ -77,6 +78,21 @@ def running_hours(cells: List[Path], rate: float) -> float:
     for c in cells:
         for lines in sr.load(str(c), "state_energy").values():
             n += sr.all_trips(lines, lambda: (lambda x: False))[1]
+    return n / rate / 3600
+
+
+def conformal_hours(cells: List[Path], rate: float, successful_only: bool = False) -> float:
+    """The running hours `sim calibrate --traces` counts on cells (readScoreLines): the RUNNING ticks
+    that follow a RUNNING tick, i.e. those after the one that armed the gate (running_hours counts
+    that one too: one tick more per episode), of the episodes that succeeded only with
+    successful_only (its --successful-only)."""
+    ok = succeeded(cells)
+    n = 0
+    for c in cells:
+        for ep, lines in sr.load(str(c), "state_energy").items():
+            if successful_only and not ok.get((str(c), ep), False):
+                continue
+            n += sum(1 for prev, cur in zip(lines, lines[1:]) if prev[0] == cur[0] == "RUNNING")
     return n / rate / 3600
 
 
@@ -266,7 +282,7 @@ def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, Lis
         if a.alpha:
             level = f"--alpha {a.alpha:g}"
         else:
-            h = running_hours(cells, a.rate)
+            h = conformal_hours(cells, a.rate, a.successful_only)
             per = math.ceil(10 * 1.02 / h) / 10 if a.trips_per_hour == "auto" else float(a.trips_per_hour)
             level = f"--trips-per-hour {per:g}"
         if a.successful_only:

@@ -68,3 +68,17 @@ def test_split_below():
     fit, chk = ft.split_below(cells, 60480)
     assert fit == {"assembly": [Path("d/assembly_60000"), Path("d/assembly_60470")]}
     assert chk == {"assembly": [Path("d/assembly_60480"), Path("d/assembly_64000")], "hammer": [Path("d/hammer_70000")]}
+
+
+def test_conformal_hours_counts_like_sim_calibrate(tmp_path):
+    # two episodes: the first succeeds (arming tick + 3 running), the second fails (IDLE, arming + 1)
+    states = [(0, "IDLE"), (0, "RUNNING"), (0, "RUNNING"), (0, "RUNNING"), (0, "RUNNING"),
+              (1, "IDLE"), (1, "RUNNING"), (1, "RUNNING"), (1, "STOPPED")]
+    cell = tmp_path / "bin-picking_63000"
+    cell.with_suffix(".jsonl").write_text("".join(
+        f'{{"episode": {e}, "state": "{s}", "state_energy": 1.0}}\n' for e, s in states))
+    cell.with_suffix(".json").write_text('{"results": [{"episode": 0, "success": true}, {"episode": 1, "success": false}]}')
+    hour = 10.0 * 3600
+    assert ft.conformal_hours([cell], 10.0) == pytest.approx((3 + 1) / hour)  # the arming ticks are not counted
+    assert ft.conformal_hours([cell], 10.0, successful_only=True) == pytest.approx(3 / hour)
+    assert ft.running_hours([cell], 10.0) == pytest.approx((4 + 3) / hour)  # arming tick, and the STOPPED tick after RUNNING
