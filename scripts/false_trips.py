@@ -27,7 +27,8 @@ the fault cells there (sim eval --observe-only --fault F, named energyflow_<task
 episodes caught within --within ticks of the onset and the median delay. A second table does the same
 at the threshold each shipped bundle's stop uses by default (its closed-loop calibration of the state
 score for --rate, else the state term's held-out q99.9), with the false trips of all tasks per hour and their
-exact Poisson 95 % interval; without --fit only this table is printed, for the tasks of --check.
+exact Poisson 95 % interval, and per task the fresh episodes that succeeded (Wilson 95 %); without
+--fit only this table is printed, for the tasks of --check.
 --fit-below SEED instead of --fit splits one folder: the chunks of --check whose first seed is below
 SEED are the fit set, the others the fresh ones.
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
@@ -49,6 +50,7 @@ from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+import eval_report as er  # noqa: E402
 import stop_rules as sr  # noqa: E402
 
 
@@ -333,6 +335,12 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
         ci = ""
     print(f"| all | | | {ship['trips']} / {ship['hours']:.3f} h = {per:.1f}{ci} ({ship['in_successes']} in successes) | |")
     res["shipped_all"] = ship
+    for task in tasks:
+        ok = list(succeeded(chk.get(task, [])).values())
+        if ok:
+            lo, hi = er.wilson(sum(ok), len(ok))
+            print(f"{task}: {sum(ok)}/{len(ok)} fresh episodes succeeded = {100 * sum(ok) / len(ok):.1f} % "
+                  f"[{100 * lo:.1f}–{100 * hi:.1f} %, Wilson 95 %]")
     if a.sweep:
         print(f"\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
         print("|---|---|---|---|---|")
