@@ -68,7 +68,9 @@
 # rules on; give those cells their own --out.
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
-# a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched).
+# a dry run of `sim calibrate` (closed-loop thresholds, the bundle untouched;
+# 4 episodes of up to 100 steps, so that its 2 fit episodes hold the 50 fresh
+# scores one band needs even when a loaded host scores only every other tick).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -76,6 +78,7 @@ episodes=50; tasks="button-press drawer-open assembly bin-picking hammer"; level
 policies="energyflow diffusion image lerobot"; rollouts="10 20 50"; faults="push object"; fault_tasks="button-press drawer-open"
 image_faults="occlusion"
 maxsteps=500; rate=20; seed=1000; out=build/eval; publish=0; fault_step=30; fault_tag=""; bench=1; calibrate=0
+cal_maxsteps=100 # --quick's calibration dry run: steps per episode
 efdir=bundles # where the EnergyFlow bundles are (--bundles)
 watch=""      # sim eval --watch ("": the bundle's default watch set)
 observe=0     # sim eval --observe-only (--observe)
@@ -263,7 +266,7 @@ if [ "$calibrate" = 1 ]; then
   if [ -f "$efdir/metaworld-$task/manifest.json" ]; then
     echo "run    calibrate_energyflow_${task} (dry run)"
     ./bin/energyflow sim calibrate --dry-run --bundle "$efdir/metaworld-$task" --task "$task" --episodes 4 --alpha 0.5 \
-      --max-steps "$maxsteps" --rate "$rate" --json "$f" > "${f%.json}.txt" 2> "${f%.json}.log" || {
+      --max-steps "$cal_maxsteps" --rate "$rate" --json "$f" > "${f%.json}.txt" 2> "${f%.json}.log" || {
         echo "evaluate.sh: sim calibrate failed, see ${f%.json}.log" >&2; tail -n 5 "${f%.json}.log" >&2; exit 1; }
     cat "${f%.json}.txt"
   fi
