@@ -94,6 +94,8 @@ func TestLoadBundleRefuses(t *testing.T) {
 			[]string{`"calibration.closed_loop.bands"`, "empty"}},
 		{"closed loop band unit", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["band_unit"] = "seconds" })),
 			[]string{`"calibration.closed_loop.band_unit"`, `got "seconds", expected "ticks"`, `"fresh_scores"`}},
+		{"closed loop ceiling", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["ceiling"] = map[string]any{"alpha": 0, "q": -1} })),
+			[]string{`"calibration.closed_loop.ceiling.alpha"`, `"calibration.closed_loop.ceiling.q"`, "below the rule's q"}},
 		{"closed loop window", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["rule"] = map[string]any{"kind": "n_of_m", "n": 3, "m": 65} })),
 			[]string{`"calibration.closed_loop.rule.m"`, "1..64"}},
 		{"closed loop others without closed_loop", nil, set("calibration", withOthers(func(c map[string]any) { delete(c, "closed_loop") }, otherLoop(10, 20))),

@@ -334,6 +334,22 @@ type ClosedLoop struct {
 	ConformalHours float64 `json:"conformal_hours,omitempty"`
 	// SuccessfulOnly: fitted on the episodes that succeeded only.
 	SuccessfulOnly bool `json:"successful_only,omitempty"`
+	// Ceiling, when present, is a one-tick rule beside Rule: one fresh
+	// score above its band's Mean + Ceiling.Q·Std trips at once.
+	Ceiling *ClosedLoopCeiling `json:"ceiling,omitempty"`
+}
+
+// ClosedLoopCeiling is a ClosedLoop's one-tick ceiling, certified so that a
+// fresh level-0 episode has a score above it with probability at most Alpha
+// (with the rule's, a trip at most ClosedLoop.Alpha + Alpha).
+type ClosedLoopCeiling struct {
+	Alpha float64 `json:"alpha"`
+	Q     float64 `json:"q"` // band standard deviations, at least the rule's q
+	// The episodes Q comes from: the calibration's conformal ones, or its
+	// own when added later (sim calibrate --ceiling-only).
+	Episodes       int    `json:"episodes"`
+	Seeds          [2]int `json:"seeds"`
+	SuccessfulOnly bool   `json:"successful_only,omitempty"` // Q from the episodes that succeeded only
 }
 
 // ClosedLoopRule is the decision rule a ClosedLoop is certified for:
@@ -1008,6 +1024,17 @@ func (m *Manifest) validateClosedLoop(p *problems, f string, c *ClosedLoop) {
 	}
 	if !finite(c.Q) {
 		p.add(f+".q", "got %v, expected a finite number", c.Q)
+	}
+	if cc := c.Ceiling; cc != nil {
+		if !(cc.Alpha > 0 && cc.Alpha < 1) {
+			p.add(f+".ceiling.alpha", "got %v, expected a value in (0, 1)", cc.Alpha)
+		}
+		switch {
+		case !finite(cc.Q):
+			p.add(f+".ceiling.q", "got %v, expected a finite number", cc.Q)
+		case finite(c.Q) && cc.Q < c.Q:
+			p.add(f+".ceiling.q", "got %v, below the rule's q %v: expected a one-tick level at or above the rule's threshold", cc.Q, c.Q)
+		}
 	}
 	if u := c.BandUnit; u != "" && u != BandUnitTicks && u != BandUnitFreshScores {
 		p.add(f+".band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when absent)", u, BandUnitTicks, BandUnitFreshScores)

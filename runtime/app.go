@@ -500,6 +500,9 @@ func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 		for i, b := range cl.Bands {
 			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
 		}
+		if c := cl.Ceiling; c != nil {
+			o.Ceiling = &safety.Ceiling{Alpha: c.Alpha, Q: c.Q, Episodes: c.Episodes, Seeds: c.Seeds, SuccessfulOnly: c.SuccessfulOnly}
+		}
 		out.ClosedLoop = o
 	}
 	return out, nil

@@ -19,12 +19,15 @@ func TestSafetyCalibrationCopiesClosedLoop(t *testing.T) {
 		Seeds: [2]int{1000, 1039}}
 	inTicks := *cl
 	inTicks.BandUnit = engines.BandUnitTicks
+	withCeiling := inTicks
+	withCeiling.Ceiling = &engines.ClosedLoopCeiling{Alpha: 0.02, Q: 4.5, Episodes: 60, Seeds: [2]int{75000, 75059}, SuccessfulOnly: true}
 	cases := []struct {
 		name string
 		cal  *engines.Calibration
 	}{
 		{"with closed_loop", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}, ClosedLoop: cl}},
 		{"with closed_loop in ticks", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}, ClosedLoop: &inTicks}},
+		{"with a one-tick ceiling", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}, ClosedLoop: &withCeiling}},
 		{"without closed_loop", &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}}},
 	}
 	for _, tc := range cases {

@@ -22,6 +22,7 @@ type fault struct {
 	what      string        // static description of the input
 	actor     string        // operator stop
 	note      string        // operator stop message, or a static detail
+	ceiling   bool          // energy: one score above the one-tick ceiling (threshold holds the ceiling)
 }
 
 var errLinkDown = errors.New("the arm driver reports the link down")
@@ -137,6 +138,8 @@ func (g *Guard) check(in *Inputs) fault {
 			g.rules[i].setThreshold(thr)
 			if g.rules[i].observe(x) {
 				set(fault{kind: KindEnergy, score: t.Score, value: x, threshold: thr, n: k})
+			} else if c := t.CeilingAt(max(k, 0)); x > c {
+				set(fault{kind: KindEnergy, score: t.Score, value: x, threshold: c, n: k, ceiling: true})
 			}
 		}
 	}
@@ -231,9 +234,12 @@ func (g *Guard) message(f *fault) string {
 			m += ": " + f.note
 		}
 	case KindEnergy:
-		if f.note != "" {
+		switch {
+		case f.note != "":
 			m = fmt.Sprintf("%s score %.4g vs threshold %.4g: %s — move the scene back toward the demonstrations", f.score, f.value, f.threshold, f.note)
-		} else {
+		case f.ceiling:
+			m = fmt.Sprintf("%s out of distribution: score %.4g above the one-tick ceiling %.4g%s (calibration.closed_loop.ceiling)", f.score, f.value, f.threshold, g.bandText(f))
+		default:
 			m = fmt.Sprintf("%s out of distribution: newest score %.4g, threshold %.4g%s, %s", f.score, f.value, f.threshold, g.bandText(f), g.ruleText(f.score))
 		}
 	case KindNaN:

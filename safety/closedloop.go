@@ -50,7 +50,43 @@ type ClosedLoop struct {
 	// bounds the trips of episodes that would succeed; a failing episode
 	// may trip more often, which is the stop doing its job.
 	SuccessfulOnly bool `json:"successful_only,omitempty"`
+
+	// Ceiling, when set, is a one-tick rule beside Rule: a single fresh
+	// score above its band's Mean + Ceiling.Q·Std trips at once, whatever
+	// the rule's window holds. Nil: Rule alone.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
 }
+
+// Ceiling is a closed-loop calibration's one-tick ceiling: the trip level
+// of a single fresh score, Mean + Q·Std of its band (Q itself for a
+// standardized score's one band {Mean 0, Std 1}).
+//
+// Q is the split-conformal quantile of the conformal episodes' largest
+// single z-score, at level Alpha: a fresh level-0 episode exceeds the
+// ceiling with probability at most Alpha. With the rule's own Alpha, a
+// fresh episode trips either with probability at most Alpha + Ceiling.Alpha
+// (union bound). A ceiling lets a brief spike, one or two scores far above
+// anything seen (an absurd state at onset), stop the arm on its first tick
+// while the window rule ignores single outliers (docs/safety.md, "The
+// one-tick ceiling").
+type Ceiling struct {
+	Alpha float64 `json:"alpha"` // tolerated probability that a fresh level-0 episode has one score above the ceiling
+	Q     float64 `json:"q"`     // in band standard deviations
+
+	// Provenance: the episodes Q comes from — the calibration's conformal
+	// episodes, or (sim calibrate --ceiling-only, added to an existing
+	// calibration) episodes of its own — filled by the caller of
+	// FitCeiling; FitClosedLoop fills Episodes.
+	Episodes int    `json:"episodes"`
+	Seeds    [2]int `json:"seeds"` // first and last episode seed
+	// SuccessfulOnly: Q comes from the episodes that succeeded only, so
+	// Alpha bounds the ceiling trips of episodes that would succeed; a
+	// failing episode may exceed it more often (the stop doing its job).
+	SuccessfulOnly bool `json:"successful_only,omitempty"`
+}
+
+// Level returns the ceiling's trip level in band b: b.Mean + c.Q·b.Std.
+func (c *Ceiling) Level(b Band) float64 { return b.Mean + c.Q*b.Std }
 
 // ClosedLoopRule is the decision rule a ClosedLoop was certified for. Only
 // RuleNOfM is supported: the gate applies the bands only when it runs the
@@ -162,6 +198,10 @@ type ClosedLoopOptions struct {
 	// so there is one band {From 0, Mean 0, Std 1} and every trace is a
 	// conformal episode (FitEpisodes must be 0).
 	Standardized bool
+	// CeilingAlpha, when > 0, also fits a one-tick Ceiling at this level
+	// on the same bands and conformal episodes (it needs at least
+	// MinConformalEpisodes(CeilingAlpha) of them). Zero: no ceiling.
+	CeilingAlpha float64
 }
 
 // MinConformalEpisodes returns the fewest conformal episodes that can
@@ -212,6 +252,9 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop alpha %v is not in (0, 1): it is the tolerated trip probability of a fresh level-0 episode, e.g. 0.1", o.Alpha)
+	}
+	if o.CeilingAlpha != 0 && !(o.CeilingAlpha > 0 && o.CeilingAlpha < 1) {
+		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", o.CeilingAlpha)
 	}
 	n, m := o.N, o.M
 	if n == 0 && m == 0 {
@@ -272,34 +315,18 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		return nil, fmt.Errorf("safety: %d conformal episodes cannot certify alpha %v: need at least %d (%d episodes in all, %d fit + %d conformal, or a larger alpha)",
 			nc, o.Alpha, need, all, all-need, need)
 	}
+	if need := MinConformalEpisodes(o.CeilingAlpha); o.CeilingAlpha > 0 && nc < need {
+		return nil, fmt.Errorf("safety: %d conformal episodes cannot certify the ceiling's alpha %v: need at least %d conformal episodes, or a larger ceiling alpha",
+			nc, o.CeilingAlpha, need)
+	}
 
-	// xs[e]: episode e's fresh scores; at[e][j]: where fresh score j falls
-	// in the bands' unit (its tick, or j itself for fresh scores).
-	xs := make([][]float64, total)
-	at := make([][]int, total)
-	for e, tr := range traces {
-		c := make([]float64, 0, len(tr))
-		p := make([]int, 0, len(tr))
-		for i, x := range tr {
-			switch {
-			case math.IsNaN(x):
-				continue
-			case math.IsInf(x, 0):
-				return nil, fmt.Errorf("safety: closed-loop trace %d, entry %d is %v: only finite scores (NaN: no fresh score) can be calibrated on", e, i, x)
-			}
-			k := len(c)
-			if unit == BandTicks {
-				k = i
-			}
-			c = append(c, x)
-			p = append(p, k)
-		}
-		xs[e], at[e] = c, p
+	xs, at, err := freshOf(traces, unit)
+	if err != nil {
+		return nil, err
 	}
 
 	bands := []Band{{From: 0, Mean: 0, Std: 1}}
 	if !o.Standardized {
-		var err error
 		if bands, err = fitBands(xs[:fit], at[:fit], starts, minSamples); err != nil {
 			return nil, err
 		}
@@ -326,10 +353,90 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	for i := range bands {
 		bands[i].Threshold = bands[i].Mean + q*bands[i].Std
 	}
-	return &ClosedLoop{
+	cl := &ClosedLoop{
 		Score: o.Score.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
 		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
-	}, nil
+	}
+	if o.CeilingAlpha > 0 {
+		c, err := ceilingOf(xs[fit:], at[fit:], bands, q, o.CeilingAlpha)
+		if err != nil {
+			return nil, err
+		}
+		cl.Ceiling = c
+	}
+	return cl, nil
+}
+
+// FitCeiling fits a one-tick Ceiling at level alpha for the closed-loop
+// calibration cl (its Bands, BandUnit and Q) on traces of level-0 episodes
+// like FitClosedLoop's, all of them conformal: each episode's score is its
+// largest z = (x − mean_b)/std_b, and Q the ⌈(n+1)(1−alpha)⌉-th smallest,
+// raised to cl.Q when below it (a ceiling under the rule's threshold would
+// trip more often than the rule; its guarantee holds at any higher level).
+// Use it to add a ceiling to a calibration fitted earlier on other
+// episodes: the two guarantees hold each on its own episodes, and their
+// union bound as well. The caller fills Seeds and SuccessfulOnly.
+func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha float64) (*Ceiling, error) {
+	if !(alpha > 0 && alpha < 1) {
+		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", alpha)
+	}
+	if err := cl.Validate(); err != nil {
+		return nil, err
+	}
+	if need := MinConformalEpisodes(alpha); len(traces) < need {
+		return nil, fmt.Errorf("safety: %d episodes cannot certify the ceiling's alpha %v: need at least %d, or a larger ceiling alpha", len(traces), alpha, need)
+	}
+	xs, at, err := freshOf(traces, cl.Unit())
+	if err != nil {
+		return nil, err
+	}
+	return ceilingOf(xs, at, cl.Bands, cl.Q, alpha)
+}
+
+// ceilingOf is the ceiling at alpha on the fresh scores xs (at: their
+// places in the bands' unit) of conformal episodes, at least q.
+func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha float64) (*Ceiling, error) {
+	n := len(xs)
+	scores := make([]float64, n)
+	buf := make([]float64, 1)
+	for e := range n {
+		scores[e] = episodeScore(xs[e], at[e], bands, 1, 1, buf) // the largest z
+	}
+	slices.Sort(scores)
+	k := min(max(ceilTol(float64(n+1)*(1-alpha)), 1), n)
+	cq := scores[k-1]
+	if math.IsInf(cq, 0) {
+		return nil, errors.New("safety: the ceiling's episodes have no fresh score: its quantile is undefined — drive longer episodes")
+	}
+	return &Ceiling{Alpha: alpha, Q: math.Max(cq, q), Episodes: n}, nil
+}
+
+// freshOf splits per-tick traces into each episode's fresh scores xs[e]
+// and where each falls in the bands' unit at[e] (its tick, or its index
+// among the fresh scores), refusing infinite entries.
+func freshOf(traces [][]float64, unit BandUnit) (xs [][]float64, at [][]int, err error) {
+	xs = make([][]float64, len(traces))
+	at = make([][]int, len(traces))
+	for e, tr := range traces {
+		c := make([]float64, 0, len(tr))
+		p := make([]int, 0, len(tr))
+		for i, x := range tr {
+			switch {
+			case math.IsNaN(x):
+				continue
+			case math.IsInf(x, 0):
+				return nil, nil, fmt.Errorf("safety: closed-loop trace %d, entry %d is %v: only finite scores (NaN: no fresh score) can be calibrated on", e, i, x)
+			}
+			k := len(c)
+			if unit == BandTicks {
+				k = i
+			}
+			c = append(c, x)
+			p = append(p, k)
+		}
+		xs[e], at[e] = c, p
+	}
+	return xs, at, nil
 }
 
 // fitPerHour is FitClosedLoop with o.TripsPerHour: it derives the alpha
@@ -525,6 +632,19 @@ func (c *ClosedLoop) Validate() error {
 	}
 	if c.ConformalHours < 0 || !isFinite(c.ConformalHours) {
 		bad("conformal_hours", "got %v, expected a finite number ≥ 0", c.ConformalHours)
+	}
+	if cc := c.Ceiling; cc != nil {
+		if !(cc.Alpha > 0 && cc.Alpha < 1) {
+			bad("ceiling.alpha", "got %v, expected a value in (0, 1)", cc.Alpha)
+		}
+		if !isFinite(cc.Q) {
+			bad("ceiling.q", "got %v, expected a finite number", cc.Q)
+		} else if isFinite(c.Q) && cc.Q < c.Q {
+			bad("ceiling.q", "got %v, below the rule's q %v: the ceiling is a one-tick level above the rule's threshold", cc.Q, c.Q)
+		}
+		if cc.Episodes < 0 {
+			bad("ceiling.episodes", "got %d, expected ≥ 0", cc.Episodes)
+		}
 	}
 	if c.BandUnit != "" && !c.BandUnit.valid() {
 		bad("band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when the key is absent)", c.BandUnit, BandTicks, BandFreshScores)

@@ -379,6 +379,20 @@ type Threshold struct {
 	// NOfM is the window of the n_of_m rule for this score (nOfMFor);
 	// zero under the CUSUM rule.
 	NOfM NOfMConfig
+	// Ceiling is the closed-loop calibration's one-tick ceiling
+	// (calibration.closed_loop.ceiling), applied with its Bands: one fresh
+	// score above CeilingAt trips at once. Nil: none.
+	Ceiling *Ceiling
+}
+
+// CeilingAt returns the one-tick trip level at n since the gate was armed
+// (n as in At): the ceiling of the band that applies at n, or +Inf without
+// a ceiling. It allocates nothing.
+func (t Threshold) CeilingAt(n int) float64 {
+	if t.Ceiling == nil || len(t.Bands) == 0 {
+		return math.Inf(1)
+	}
+	return t.Ceiling.Level(t.Bands[bandAt(t.Bands, n)])
 }
 
 // At returns the trip level at n (from 0) since the gate was armed, n
@@ -473,6 +487,10 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			}
 			t.Bands, t.BandUnit = slices.Clone(cl.Bands), cl.Unit()
 			t.Value, t.Source = t.Bands[0].Threshold, "calibration.closed_loop"
+			if cl.Ceiling != nil {
+				c := *cl.Ceiling
+				t.Ceiling = &c
+			}
 		case cal != nil && cal.Recommended.Score == s.Name && isFinite(cal.Recommended.Threshold):
 			t.Value, t.Source = cal.Recommended.Threshold, "calibration.recommended"+note
 		case stats != nil && stats.Quantiles != nil && isFinite(stats.Quantiles[q]) && hasKey(stats.Quantiles, q):

@@ -237,6 +237,10 @@ func (g *Guard) Thresholds() []Threshold {
 	out := append([]Threshold(nil), g.thresholds...)
 	for i := range out {
 		out[i].Bands = slices.Clone(out[i].Bands)
+		if c := out[i].Ceiling; c != nil {
+			cc := *c
+			out[i].Ceiling = &cc
+		}
 	}
 	return out
 }

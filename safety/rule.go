@@ -92,7 +92,8 @@ func (r *cusum) setThreshold(x float64) { r.threshold = x }
 // entry per running tick: a fresh score is compared with th.At(k), k being
 // the ticks (th.BandUnit BandTicks) or the fresh scores (BandFreshScores)
 // before it since the start or since the last trip, as the running gate
-// does; th.Value is then not used.
+// does; th.Value is then not used. With th.Ceiling too, one fresh score
+// above th.CeilingAt(k) trips as well (the one-tick ceiling).
 func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 	cfg := Config{Energy: EnergyConfig{Rule: rc}}
 	v := th.Value
@@ -139,8 +140,9 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 			continue
 		}
 		r.setThreshold(th.At(k))
+		c := th.CeilingAt(k)
 		k++
-		if r.observe(x) {
+		if r.observe(x) || x > c {
 			trips = append(trips, i)
 			r.reset()
 			k = 0

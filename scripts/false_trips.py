@@ -133,8 +133,13 @@ def by_load(cells: List[Path], ms: float) -> Tuple[List[Path], List[Path]]:
     return light, heavy
 
 
-def check(cells: List[Path], q: float, rate: float) -> Dict:
-    _, make = sr.parse_rule(f"n_of_m:2:5:{q!r}")
+def rule_spec(q: float, ceiling: Optional[float] = None) -> str:
+    """The gate's rule on the state score: 2 of 5 above q, or one score above the ceiling if any."""
+    return f"n_of_m:2:5:{q!r}" + (f"|n_of_m:1:1:{ceiling!r}" if ceiling is not None else "")
+
+
+def check(cells: List[Path], q: float, rate: float, ceiling: Optional[float] = None) -> Dict:
+    _, make = sr.parse_rule(rule_spec(q, ceiling))
     ok = succeeded(cells)
     eps = tripped = every = ticks = 0
     in_success = in_failure = 0
@@ -156,11 +161,12 @@ def check(cells: List[Path], q: float, rate: float) -> Dict:
             "trips_in_failures": in_failure}
 
 
-def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int) -> Dict[str, Dict]:
+def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int,
+           ceiling: Optional[float] = None) -> Dict[str, Dict]:
     out: Dict[str, Dict] = {}
     if d is None:
         return out
-    _, make = sr.parse_rule(f"n_of_m:2:5:{q!r}")
+    _, make = sr.parse_rule(rule_spec(q, ceiling))
     for j in sorted(d.glob(f"energyflow_{task}_0_K*_*.jsonl")):
         fault = j.stem.rsplit("_", 1)[1]
         delays, n = [], 0
@@ -196,6 +202,21 @@ def closed_loop_for(m: Dict, rate_hz: Optional[float] = None, steps_k: Optional[
         if rate_ok and (not cl.get("steps_k") or cl["steps_k"] == k):
             return cl
     return primary
+
+
+def shipped_ceiling(task: str, rate_hz: Optional[float] = None) -> Optional[float]:
+    """The one-tick ceiling of the shipped bundle's default watch at rate_hz (default_ceiling)."""
+    return default_ceiling(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()), rate_hz)
+
+
+def default_ceiling(m: Dict, rate_hz: Optional[float] = None) -> Optional[float]:
+    """The one-tick ceiling beside default_threshold's closed-loop threshold (its one band's mean +
+    ceiling.q * std), None when that calibration has none (or default_threshold is not a closed loop)."""
+    cl = closed_loop_for(m, rate_hz)
+    if cl.get("score") != "state_energy" or not cl.get("ceiling"):
+        return None
+    b = cl["bands"][0]
+    return float(b["mean"] + cl["ceiling"]["q"] * b["std"])
 
 
 def default_threshold(m: Dict, rate_hz: Optional[float] = None) -> tuple:
@@ -315,8 +336,11 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
     ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
     for task in tasks:
         thr, src = shipped_threshold(task, a.rate)
-        c = check(chk.get(task, []), thr, a.rate)
-        f = faults(a.faults, task, thr, a.within, a.fault_step)
+        ceil = shipped_ceiling(task, a.rate)
+        if ceil is not None:
+            src += f", one-tick ceiling {ceil:.4g}"
+        c = check(chk.get(task, []), thr, a.rate, ceil)
+        f = faults(a.faults, task, thr, a.within, a.fault_step, ceil)
         ship["trips"] += c["trips"]
         ship["hours"] += c["hours"]
         ship["in_successes"] += c["trips_in_successes"]
@@ -325,7 +349,7 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
         per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
         print(f"| {task} | {thr:.3g} ({src}) | {c['episodes_tripped']}/{c['episodes']} "
               f"| {c['trips']} / {c['hours']:.3f} h = {per} ({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
-        res.setdefault("shipped", {})[task] = {"threshold": thr, "source": src, "check": c, "faults": f}
+        res.setdefault("shipped", {})[task] = {"threshold": thr, "ceiling": ceil, "source": src, "check": c, "faults": f}
     per = ship["trips"] / ship["hours"] if ship["hours"] else float("nan")
     if ship["hours"]:
         lo, hi = poisson_interval(ship["trips"], ship["hours"])
@@ -367,7 +391,7 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             if not part:
                 continue
             thr, _ = shipped_threshold(task, a.rate)
-            c = check(part, thr, a.rate)
+            c = check(part, thr, a.rate, shipped_ceiling(task, a.rate))
             ok = sum(succeeded(part).values())
             p50s = [json.loads(Path(str(x) + ".json").read_text())["inference_p50_ms"] for x in part]
             lo, hi = poisson_interval(c["trips"], c["hours"])

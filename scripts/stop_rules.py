@@ -13,6 +13,8 @@ tick's fresh score and skipping ticks without one. Rules:
 
     n_of_m:N:M:T          trip when N of the last M fresh scores are above T
     cusum:T:SCALE:DRIFT:LIMIT   S <- max(0, S + (x - T)/SCALE - DRIFT), trip when S > LIMIT
+    RULE|RULE             trip when either trips, e.g. n_of_m:2:5:T|n_of_m:1:1:C (a closed-loop
+                          calibration's rule with its one-tick ceiling C, as the gate runs them)
 
 For the --negatives cells (level 0): episodes with a trip (false trips),
 the running hours observed (ticks / --rate) and false trips per hour. For
@@ -60,6 +62,16 @@ def load(cell: str, score: str) -> Dict[int, List[Line]]:
 
 def parse_rule(spec: str) -> Tuple[str, Callable[[], Callable[[float], bool]]]:
     """A rule spec as a factory of fresh per-episode rule states (observe(x) -> tripped)."""
+    if "|" in spec:
+        parts = [parse_rule(p)[1] for p in spec.split("|")]
+
+        def either() -> Callable[[float], bool]:
+            states = [make() for make in parts]
+
+            def observe(x: float) -> bool:
+                return any([o(x) for o in states])  # a list: every rule sees every score
+            return observe
+        return spec, either
     kind, *args = spec.split(":")
     try:
         vals = [float(a) for a in args]
@@ -144,8 +156,9 @@ def all_trips(lines: List[Line], make: Callable[[], Callable[[float], bool]],
 
 
 def threshold_of(spec: str) -> Optional[float]:
-    """The threshold T of a rule spec (n_of_m:N:M:T, cusum:T:...), for all_trips' rearm."""
-    kind, *args = spec.split(":")
+    """The threshold T of a rule spec (n_of_m:N:M:T, cusum:T:...; of RULE|RULE, the first rule's), for
+    all_trips' rearm."""
+    kind, *args = spec.split("|")[0].split(":")
     try:
         return float(args[2] if kind == "n_of_m" else args[0])
     except (IndexError, ValueError):

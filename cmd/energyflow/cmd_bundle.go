@@ -266,11 +266,23 @@ func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
 		}
 		fmt.Fprintf(w, "        bands by %s since arming (%s): they shift with the scorer's throughput — rerun `energyflow sim calibrate` to count running ticks\n", unit, how)
 	}
+	if c := cl.Ceiling; c != nil {
+		only := ""
+		if c.SuccessfulOnly {
+			only = ", the ones that succeeded"
+		}
+		fmt.Fprintf(w, "        one-tick ceiling: one score above mean + %.4g·std of its band trips at once; ceiling alpha %.4g over %d episodes (seeds %d–%d%s): a fresh episode trips either rule with probability at most %.4g\n",
+			c.Q, c.Alpha, c.Episodes, c.Seeds[0], c.Seeds[1], only, cl.Alpha+c.Alpha)
+	}
 	for i, b := range cl.Bands {
 		to := "on"
 		if i+1 < len(cl.Bands) {
 			to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
 		}
-		fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, b.Mean, b.Std)
+		ceil := ""
+		if c := cl.Ceiling; c != nil {
+			ceil = fmt.Sprintf(", ceiling %.6g", b.Mean+c.Q*b.Std)
+		}
+		fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g%s (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, ceil, b.Mean, b.Std)
 	}
 }

@@ -31,6 +31,8 @@ const defaultCalibrateSeed = 2000
 type calibrateFlags struct {
 	evalFlags
 	alpha        float64
+	ceilingAlpha float64 // > 0: also fit a one-tick ceiling at this level
+	ceilingOnly  bool    // add a ceiling to the bundle's calibration at this rate and K, keeping its window rule
 	tripsPerHour float64 // > 0: certify this false-trip rate per running hour instead of alpha
 	traces       string  // comma-separated sim eval --scores files to fit on instead of driving
 	successful   bool    // fit on the episodes that succeeded only
@@ -38,6 +40,7 @@ type calibrateFlags struct {
 	dryRun       bool    // fit and report, leave the bundle alone
 	score        string  // the score the bands are fitted on: energy or state_energy
 	set          map[string]bool
+	base         *engines.ClosedLoop // with ceilingOnly: the calibration the ceiling is added to
 }
 
 // standardized: the state score is a z-score of held-out demonstration
@@ -58,6 +61,8 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.Lookup("seed").DefValue = fmt.Sprint(defaultCalibrateSeed)
 	fs.Lookup("seed").Usage = "first episode seed (scene and sampler); apart from the demonstrations' 0–199 and the evaluation's 1000–1049"
 	fs.Float64Var(&c.alpha, "alpha", 0.1, "false-alarm level: a fresh level-0 episode trips the energy stop with probability at most alpha")
+	fs.Float64Var(&c.ceilingAlpha, "ceiling-alpha", 0, "also fit a one-tick ceiling: one score above it trips at once (an absurd state at its first tick); a fresh level-0 episode exceeds it with probability at most this, so either rule trips with at most alpha + this (0: no ceiling)")
+	fs.BoolVar(&c.ceilingOnly, "ceiling-only", false, "add a one-tick ceiling (--ceiling-alpha) to the bundle's closed-loop calibration of --score at this --rate and K, fitted on these episodes (all of them conformal); its window rule, q and bands are kept")
 	fs.IntVar(&c.fitEpisodes, "fit-episodes", 0, "episodes that fit each band's mean and std (0: half of --episodes); the others set the conformal quantile")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
 	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md; one band, every episode conformal)")
@@ -84,6 +89,19 @@ func (c *calibrateFlags) prepare(root string) error {
 		errs = append(errs, usageError{fmt.Errorf("--trips-per-hour %v: must be a number > 0, e.g. 1", c.tripsPerHour)})
 	case !perHour && !(c.alpha > 0 && c.alpha < 1):
 		errs = append(errs, usageError{fmt.Errorf("--alpha %v: must be in (0, 1), e.g. 0.1", c.alpha)})
+	}
+	if c.set["ceiling-alpha"] && !(c.ceilingAlpha > 0 && c.ceilingAlpha < 1) {
+		errs = append(errs, usageError{fmt.Errorf("--ceiling-alpha %v: must be in (0, 1), e.g. 0.02 (or leave it out: no ceiling)", c.ceilingAlpha)})
+	}
+	if c.ceilingOnly {
+		for _, f := range []string{"alpha", "trips-per-hour", "fit-episodes"} {
+			if c.set[f] {
+				errs = append(errs, usageError{fmt.Errorf("--%s with --ceiling-only: the calibration's window rule is kept as it is; give --ceiling-alpha only", f)})
+			}
+		}
+		if !c.set["ceiling-alpha"] {
+			errs = append(errs, usageError{errors.New("--ceiling-only needs --ceiling-alpha, e.g. 0.02: the tolerated probability that a fresh level-0 episode has one score above the ceiling")})
+		}
 	}
 	if c.traces != "" && c.set["episodes"] {
 		errs = append(errs, usageError{fmt.Errorf("--episodes %d with --traces: the traces' episodes are the calibration's; drop --episodes", c.episodes)})
@@ -116,7 +134,7 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.standardized() {
 		fit = 0
 	}
-	if need := safety.MinConformalEpisodes(c.alpha); !perHour && c.traces == "" && c.episodes-fit < need {
+	if need := safety.MinConformalEpisodes(c.alpha); !perHour && !c.ceilingOnly && c.traces == "" && c.episodes-fit < need {
 		if c.standardized() {
 			return usageError{fmt.Errorf("--episodes %d cannot certify --alpha %v: the state score needs at least %d conformal episodes (pass --episodes %d, or a larger --alpha)",
 				c.episodes, c.alpha, need, need)}
@@ -127,6 +145,13 @@ func (c *calibrateFlags) prepare(root string) error {
 		}
 		return usageError{fmt.Errorf("--episodes %d with --fit-episodes %d leaves %d conformal episodes, which cannot certify --alpha %v: need at least %d (pass --episodes %d, or a larger --alpha)",
 			c.episodes, c.fitEpisodes, c.episodes-c.fitEpisodes, c.alpha, need, enough)}
+	}
+	if c.ceilingOnly {
+		fit = 0 // every episode is the ceiling's
+	}
+	if need := safety.MinConformalEpisodes(c.ceilingAlpha); c.ceilingAlpha > 0 && c.traces == "" && c.episodes-fit < need {
+		return usageError{fmt.Errorf("--episodes %d leaves %d conformal episodes, which cannot certify --ceiling-alpha %v: need at least %d conformal episodes (or a larger --ceiling-alpha)",
+			c.episodes, c.episodes-fit, c.ceilingAlpha, need)}
 	}
 	if err := c.evalFlags.prepare(root); err != nil {
 		return err
@@ -145,6 +170,15 @@ func (c *calibrateFlags) prepare(root string) error {
 	}
 	if c.steps == 0 {
 		c.steps = b.Manifest.Sampler.Steps
+	}
+	if c.ceilingOnly {
+		cl, ok := b.Manifest.Calibration.ClosedLoopFor(c.rate, c.steps)
+		if !ok || cl.Score != c.score || cl.RateHz != c.rate || cl.StepsK != c.steps {
+			return usageError{fmt.Errorf("--ceiling-only: bundle %s has no closed-loop calibration of %s at %g Hz and K=%d to add a ceiling to: calibrate one first (sim calibrate --score %s --rate %g --steps %d), with --ceiling-alpha to fit both at once",
+				c.bundleDir, c.score, c.rate, c.steps, c.score, c.rate, c.steps)}
+		}
+		c.base = cl
+		return nil
 	}
 	if !c.dryRun {
 		return checkCalibratable(c.bundleDir, c.score, c.rate, c.steps)
@@ -206,16 +240,22 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "--successful-only: %d of %d episodes succeeded and are kept\n", len(kept), len(traces))
 		traces = kept
 	}
+	if c.ceilingOnly {
+		return c.addCeiling(env, traces, prov, results, fail)
+	}
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
 	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
-		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore})
+		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore, CeilingAlpha: c.ceilingAlpha})
 	if err != nil {
 		return fail(err)
 	}
 	cl.Task, cl.Level, cl.RateHz, cl.StepsK, cl.MaxSteps = prov.task, "0", c.rate, prov.steps, prov.maxSteps
 	cl.Seeds = prov.seeds
 	cl.SuccessfulOnly = c.successful
+	if cl.Ceiling != nil {
+		cl.Ceiling.Seeds, cl.Ceiling.SuccessfulOnly = prov.seeds, c.successful
+	}
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
 	if c.summary != "" {
 		s := summarize(c.simFlags, results, map[string]int{})
@@ -467,12 +507,19 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 	}
 	fmt.Fprintf(w, "bands by %s since arming (band_unit %s); %d fresh scores on %d running ticks (%.2f per tick)\n",
 		bandUnitText(string(cl.Unit())), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
+	if c := cl.Ceiling; c != nil {
+		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, cl.Alpha+c.Alpha)
+	}
 	for i, b := range cl.Bands {
 		to := "on"
 		if i+1 < len(cl.Bands) {
 			to = fmt.Sprintf("to %d", cl.Bands[i+1].From-1)
 		}
-		fmt.Fprintf(w, "  %s %d %s since arming: mean %.6g std %.4g threshold %.6g\n", bandUnitText(string(cl.Unit())), b.From, to, b.Mean, b.Std, b.Threshold)
+		ceil := ""
+		if c := cl.Ceiling; c != nil {
+			ceil = fmt.Sprintf(" ceiling %.6g", c.Level(b))
+		}
+		fmt.Fprintf(w, "  %s %d %s since arming: mean %.6g std %.4g threshold %.6g%s\n", bandUnitText(string(cl.Unit())), b.From, to, b.Mean, b.Std, b.Threshold, ceil)
 	}
 	fit, conf := 0, 0
 	for i, tr := range traces {
@@ -484,15 +531,19 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 			}
 		}
 	}
-	fmt.Fprintf(w, "episodes that would have tripped: %d/%d fit, %d/%d conformal (at most alpha·(n+1) by construction)\n",
-		fit, cl.FitEpisodes, conf, cl.ConformalEpisodes)
+	bound := "alpha"
+	if cl.Ceiling != nil {
+		bound = "(alpha + ceiling alpha)"
+	}
+	fmt.Fprintf(w, "episodes that would have tripped: %d/%d fit, %d/%d conformal (at most %s·(n+1) by construction)\n",
+		fit, cl.FitEpisodes, conf, cl.ConformalEpisodes, bound)
 }
 
 // tripsWithBands replays one trace through the n-of-m rule with the fitted
-// band thresholds.
+// band thresholds, and the one-tick ceiling when cl has one.
 func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float64) bool {
 	score, _ := safety.ParseScore(cl.Score)
-	th := safety.Threshold{Score: score, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit()}
+	th := safety.Threshold{Score: score, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit(), Ceiling: cl.Ceiling}
 	trips, err := safety.Replay(safety.RuleConfig{Kind: safety.RuleNOfM, NOfM: rule}, th, trace)
 	return err == nil && len(trips) > 0
 }
@@ -502,7 +553,14 @@ func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float
 // their order, numbers their text (the manifest's file hashes do not cover
 // manifest.json itself). It returns where cl went.
 func writeClosedLoop(bundle string, cl *safety.ClosedLoop) (string, error) {
-	path, data, where, err := calibratedManifest(bundle, cl)
+	return writeManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, cl) })
+}
+
+// writeManifest writes the bundle's manifest.json with its calibration
+// object edited by place (calibratedManifest), atomically, and returns
+// where place said it wrote.
+func writeManifest(bundle string, place func(cal *manifestedit.Object) (string, error)) (string, error) {
+	path, data, where, err := calibratedManifest(bundle, place)
 	if err != nil {
 		return "", err
 	}
@@ -518,16 +576,18 @@ func writeClosedLoop(bundle string, cl *safety.ClosedLoop) (string, error) {
 // steps: a manifest that could not take one fails before any episode is
 // driven.
 func checkCalibratable(bundle, score string, rateHz float64, k int) error {
-	_, _, _, err := calibratedManifest(bundle, &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks, RateHz: rateHz, StepsK: k,
+	cl := &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks, RateHz: rateHz, StepsK: k,
 		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}})
+		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}}
+	_, _, _, err := calibratedManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, cl) })
 	return err
 }
 
 // calibratedManifest returns the path of the bundle's manifest.json, its
-// bytes with cl placed by placeClosedLoop, checked by the parser the runtime
-// uses, and where cl went.
-func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, string, error) {
+// bytes with the calibration object edited by place (placeClosedLoop,
+// placeCeiling), checked by the parser the runtime uses, and where place
+// wrote.
+func calibratedManifest(bundle string, place func(cal *manifestedit.Object) (string, error)) (string, []byte, string, error) {
 	path := filepath.Join(bundle, "manifest.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -543,7 +603,7 @@ func calibratedManifest(bundle string, cl *safety.ClosedLoop) (string, []byte, s
 			return "", nil, "", fmt.Errorf("%s: calibration: %w", path, err)
 		}
 	}
-	where, err := placeClosedLoop(cal, cl)
+	where, err := place(cal)
 	if err != nil {
 		return "", nil, "", fmt.Errorf("%s: %w", path, err)
 	}
@@ -616,4 +676,137 @@ func placeClosedLoop(cal *manifestedit.Object, cl *safety.ClosedLoop) (string, e
 	where := fmt.Sprintf("calibration.closed_loop_others[%d] (%g Hz, K=%d; closed_loop, at %g Hz and K=%d, is kept for other rates)",
 		i, cl.RateHz, cl.StepsK, primary.RateHz, primary.StepsK)
 	return where, cal.Set("closed_loop_others", others)
+}
+
+// addCeiling is sim calibrate --ceiling-only: it fits a one-tick ceiling
+// on traces (every episode the ceiling's) for c.base, the bundle's
+// closed-loop calibration at the run's rate and K, prints it with what it
+// and the kept window rule would have tripped on these episodes, and
+// writes it into that calibration (placeCeiling) unless --dry-run.
+func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov provenance, results []evalResult, fail func(error) int) int {
+	raw, err := json.Marshal(c.base)
+	if err != nil {
+		return fail(err)
+	}
+	var cl safety.ClosedLoop // engines and safety read the block's JSON alike
+	if err := json.Unmarshal(raw, &cl); err != nil {
+		return fail(err)
+	}
+	cl.Ceiling = nil
+	ceil, err := safety.FitCeiling(traces, &cl, c.ceilingAlpha)
+	if err != nil {
+		return fail(err)
+	}
+	ceil.Seeds, ceil.SuccessfulOnly = prov.seeds, c.successful
+	rule := safety.NOfMConfig{N: cl.Rule.N, M: cl.Rule.M}
+	w := env.stdout
+	only := ""
+	if c.successful {
+		only = ", the ones that succeeded"
+	}
+	fmt.Fprintf(w, "bundle %s: a one-tick ceiling for its closed-loop calibration of %s at %g Hz and K=%d (rule %d of %d at q %.4g, alpha %.4g, kept), fitted on %d level-0 episodes of %s (seeds %d–%d%s)\n",
+		c.bundleDir, cl.Score, cl.RateHz, cl.StepsK, rule.N, rule.M, cl.Q, cl.Alpha, ceil.Episodes, prov.task, prov.seeds[0], prov.seeds[1], only)
+	atQ := ""
+	if ceil.Q == cl.Q {
+		atQ = " (the window's q: these episodes' own quantile is at or below it, so one score above the window's threshold trips)"
+	}
+	fmt.Fprintf(w, "ceiling alpha %.4g: q = %.4g%s; a fresh episode trips either rule with probability at most %.4g (the window's alpha + the ceiling's)\n",
+		ceil.Alpha, ceil.Q, atQ, cl.Alpha+ceil.Alpha)
+	for i, b := range cl.Bands {
+		fmt.Fprintf(w, "  band %d (%s %d on): threshold %.6g, ceiling %.6g\n", i, bandUnitText(string(cl.Unit())), b.From, b.Threshold, ceil.Level(b))
+	}
+	window, either := 0, 0
+	for _, tr := range traces {
+		window += btoi(tripsWithBands(&cl, rule, tr))
+		with := cl
+		with.Ceiling = ceil
+		either += btoi(tripsWithBands(&with, rule, tr))
+	}
+	fmt.Fprintf(w, "these episodes that would have tripped: %d/%d with the window rule alone, %d/%d with the ceiling beside it\n", window, len(traces), either, len(traces))
+	if c.summary != "" {
+		s := summarize(c.simFlags, results, map[string]int{})
+		s.MaxSteps = c.maxSteps
+		data, err := json.MarshalIndent(struct {
+			Ceiling  *safety.Ceiling `json:"ceiling"`
+			Episodes evalSummary     `json:"episodes"`
+		}{ceil, s}, "", "  ")
+		if err != nil {
+			return fail(fmt.Errorf("report: %w", err))
+		}
+		if err := os.WriteFile(c.summary, data, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if c.dryRun {
+		fmt.Fprintln(w, "dry run: the bundle was not changed")
+		return exitOK
+	}
+	where, err := writeManifest(c.bundleDir, func(cal *manifestedit.Object) (string, error) { return placeCeiling(cal, cl.RateHz, cl.StepsK, ceil) })
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(w, "wrote %s into %s\n", where, filepath.Join(c.bundleDir, "manifest.json"))
+	return exitOK
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// placeCeiling sets the "ceiling" of the closed-loop calibration certified
+// at rateHz and k — closed_loop, or the entry of closed_loop_others — and
+// says where; the calibration's other keys are left as they are.
+func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.Ceiling) (string, error) {
+	same := func(raw json.RawMessage) (bool, error) {
+		var key loopKey
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return false, err
+		}
+		return key.RateHz == rateHz && key.StepsK == k, nil
+	}
+	set := func(raw json.RawMessage) (json.RawMessage, error) {
+		o, err := manifestedit.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.Set("ceiling", ceil); err != nil {
+			return nil, err
+		}
+		return o.MarshalJSON()
+	}
+	if raw := cal.Raw("closed_loop"); raw != nil {
+		ok, err := same(raw)
+		if err != nil {
+			return "", fmt.Errorf("calibration.closed_loop: %w", err)
+		}
+		if ok {
+			out, err := set(raw)
+			if err != nil {
+				return "", err
+			}
+			cal.SetRaw("closed_loop", out)
+			return "calibration.closed_loop.ceiling", nil
+		}
+	}
+	var others []json.RawMessage
+	if _, err := cal.Get("closed_loop_others", &others); err != nil {
+		return "", err
+	}
+	for i, raw := range others {
+		ok, err := same(raw)
+		if err != nil {
+			return "", fmt.Errorf("calibration.closed_loop_others[%d]: %w", i, err)
+		}
+		if !ok {
+			continue
+		}
+		if others[i], err = set(raw); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("calibration.closed_loop_others[%d].ceiling", i), cal.Set("closed_loop_others", others)
+	}
+	return "", fmt.Errorf("no closed-loop calibration at %g Hz and K=%d to add the ceiling to", rateHz, k)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -270,7 +271,90 @@ func TestReadTraces(t *testing.T) {
 		!strings.Contains(out.String(), "closed-loop calibration on 1 level-0 episodes of button-press (seeds 3000–3001") {
 		t.Errorf("sim calibrate --traces --successful-only: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
+	// With a one-tick ceiling: fitted on the same episodes, printed beside the threshold.
+	out.Reset()
+	errb.Reset()
+	code = realMain([]string{"sim", "calibrate", "--bundle", bdir, "--score", "state_energy", "--alpha", "0.5", "--ceiling-alpha", "0.5", "--rate", "20",
+		"--traces", good, "--dry-run"}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "one-tick ceiling: ceiling alpha 0.5: q = 3; a fresh episode trips either rule with probability at most 1") ||
+		!strings.Contains(out.String(), "threshold 1 ceiling 3") {
+		t.Errorf("sim calibrate --traces --ceiling-alpha: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	// --ceiling-only adds a ceiling to the bundle's calibration at the rate and K, keeping the rest of it.
+	before, err := engines.LoadBundle(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	code = realMain([]string{"sim", "calibrate", "--bundle", bdir, "--score", "energy", "--ceiling-only", "--ceiling-alpha", "0.5", "--rate", "20", "--steps", "20",
+		"--traces", good}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "(rule 3 of 5 at q 2.522, alpha 0.1, kept), fitted on 2 level-0 episodes of button-press (seeds 3000–3001)") ||
+		!strings.Contains(out.String(), "wrote calibration.closed_loop.ceiling into") {
+		t.Fatalf("sim calibrate --ceiling-only: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	after, err := engines.LoadBundle(bdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.Manifest.Calibration.ClosedLoop
+	if got.Ceiling == nil || got.Ceiling.Q < got.Q || got.Ceiling.Episodes != 2 || got.Ceiling.Seeds != [2]int{3000, 3001} || got.Ceiling.Alpha != 0.5 {
+		t.Fatalf("ceiling written %+v", got.Ceiling)
+	}
+	was := *before.Manifest.Calibration.ClosedLoop
+	was.Ceiling = got.Ceiling
+	if !reflect.DeepEqual(&was, got) {
+		t.Fatalf("--ceiling-only changed more than the ceiling:\n%+v\n%+v", before.Manifest.Calibration.ClosedLoop, got)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--alpha", "0.1"}, "--alpha with --ceiling-only: the calibration's window rule is kept as it is"},
+		{[]string{"--ceiling-only"}, "--ceiling-only needs --ceiling-alpha"},
+		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--rate", "10"}, "has no closed-loop calibration of energy at 10 Hz and K=20 to add a ceiling to"},
+	} {
+		errb.Reset()
+		args := append([]string{"sim", "calibrate", "--bundle", bdir, "--traces", good}, tc.args...)
+		if code := realMain(args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, %q; want %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
 	if _, _, _, err := readTraces(good, "centered", 20); err == nil || !strings.Contains(err.Error(), "want a sim eval --scores line with episode, state and centered") {
 		t.Errorf("a score the lines lack: %v", err)
+	}
+}
+
+// A calibration with a one-tick ceiling: sim calibrate's printout and
+// bundle verify give each band's ceiling beside its threshold, and the
+// episode bound alpha + ceiling alpha.
+func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
+	cl := &safety.ClosedLoop{Score: "energy", Alpha: 0.05, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
+		BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
+		Task: "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 2, FitEpisodes: 1, ConformalEpisodes: 1,
+		Seeds: [2]int{2000, 2001}, Ceiling: &safety.Ceiling{Alpha: 0.02, Q: 4, Episodes: 1, Seeds: [2]int{2000, 2001}}}
+	var out bytes.Buffer
+	printClosedLoop(&out, "b", cl, [][]float64{{1, 1, 1, 1}, {1, 1, 1, 30}}, safety.NOfMConfig{N: 3, M: 5})
+	for _, w := range []string{"one-tick ceiling: ceiling alpha 0.02: q = 4; a fresh episode trips either rule with probability at most 0.07",
+		"running ticks 0 to 9 since arming: mean 10 std 2 threshold 13 ceiling 18", "running ticks 10 on since arming: mean 8 std 1 threshold 9.5 ceiling 12",
+		"0/1 fit, 1/1 conformal (at most (alpha + ceiling alpha)·(n+1)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("sim calibrate's printout lacks %q:\n%s", w, out.String())
+		}
+	}
+	dir := writeTestBundle(t)
+	if _, err := writeClosedLoop(dir, cl); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	var errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	for _, w := range []string{"one-tick ceiling: one score above mean + 4·std of its band trips at once; ceiling alpha 0.02 over 1 episodes (seeds 2000–2001): a fresh episode trips either rule with probability at most 0.07",
+		"running ticks 0 to 9 since arming: threshold 13, ceiling 18 (mean 10", "running ticks 10 on since arming: threshold 9.5, ceiling 12 (mean 8"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("bundle verify's output lacks %q:\n%s", w, out.String())
+		}
 	}
 }

@@ -57,6 +57,15 @@ def test_default_threshold_per_rate(others, rate, want):
     assert ft.default_threshold(m, rate)[0] == want
 
 
+def test_default_ceiling():
+    with_ceiling = dict(_loop(20, 10, 100.0), ceiling={"alpha": 0.02, "q": 130.0})
+    m = {"sampler": {"steps": 10}, "calibration": {"closed_loop": with_ceiling, "closed_loop_others": [_loop(10, 10, 7.0)]}}
+    assert ft.default_ceiling(m, 20.0) == 130.0
+    assert ft.default_ceiling(m, 10.0) is None          # the 10 Hz calibration has none
+    assert ft.rule_spec(100.0, 130.0) == "n_of_m:2:5:100.0|n_of_m:1:1:130.0"
+    assert ft.rule_spec(100.0) == "n_of_m:2:5:100.0"
+
+
 def test_default_threshold_without_closed_loop():
     m = {"sampler": {"steps": 10}, "state_energy": {"calibration": {"quantiles": {"99.9": 5.0}}}, "calibration": None}
     assert ft.default_threshold(m, 10.0) == (5.0, "held-out q99.9")

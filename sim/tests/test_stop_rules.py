@@ -24,6 +24,9 @@ def lines(states_scores):
     ("n_of_m:1:1:8", [7.9, 8.1], 1),
     ("cusum:4:1:0.5:5", [10, 1], 0),                    # one spike limit·scale above trips at once
     ("cusum:4:1:0.5:5", [6, 6, 6, 6], 3),               # 1.5 per tick accumulates past 5 at the fourth
+    ("n_of_m:2:5:5|n_of_m:1:1:50", [1, 70, 1], 1),      # a one-tick ceiling beside 2 of 5: the spike trips
+    ("n_of_m:2:5:5", [1, 70, 1], None),                 # 2 of 5 alone lets it pass
+    ("n_of_m:2:5:5|n_of_m:1:1:50", [9, 1, 1, 9], 3),    # under the ceiling the window rule decides
 ])
 def test_first_trip(spec, scores, want):
     _, make = sr.parse_rule(spec)
@@ -124,3 +127,12 @@ def test_cli_fit_prints_the_zero_trip_threshold(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["stop_rules.py", "--negatives", str(p)])
     with pytest.raises(SystemExit, match="at least one --rule"):
         sr.main()
+
+
+def test_either_rule_feeds_every_rule_and_rearms_at_the_first():
+    # 2 of 5 sees the 9 that the ceiling trips on, so 9 then 9 trips it: both rules saw every score
+    _, make = sr.parse_rule("n_of_m:2:5:5|n_of_m:1:1:8.5")
+    observe = make()
+    assert [observe(x) for x in (1, 6, 1)] == [False, False, False]
+    assert observe(6) is True
+    assert sr.threshold_of("n_of_m:2:5:5|n_of_m:1:1:50") == 5.0
