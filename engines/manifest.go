@@ -344,7 +344,11 @@ type ClosedLoop struct {
 // (with the rule's, a trip at most ClosedLoop.Alpha + Alpha).
 type ClosedLoopCeiling struct {
 	Alpha float64 `json:"alpha"`
-	Q     float64 `json:"q"` // band standard deviations, at least the rule's q
+	Q     float64 `json:"q"` // band standard deviations: max(Quantile, the rule's q, Min)
+	// Quantile: the conformal quantile the episodes gave at Alpha; Min:
+	// the floor asked for (sim calibrate --ceiling-min; absent: none).
+	Quantile float64 `json:"quantile"`
+	Min      float64 `json:"min,omitempty"`
 	// The episodes Q comes from: the calibration's conformal ones, or its
 	// own when added later (sim calibrate --ceiling-only).
 	Episodes       int    `json:"episodes"`
@@ -1034,6 +1038,10 @@ func (m *Manifest) validateClosedLoop(p *problems, f string, c *ClosedLoop) {
 			p.add(f+".ceiling.q", "got %v, expected a finite number", cc.Q)
 		case finite(c.Q) && cc.Q < c.Q:
 			p.add(f+".ceiling.q", "got %v, below the rule's q %v: expected a one-tick level at or above the rule's threshold", cc.Q, c.Q)
+		case !finite(cc.Quantile) || cc.Quantile > cc.Q:
+			p.add(f+".ceiling.quantile", "got %v, expected a finite number at most ceiling.q %v (q is the quantile, raised to the rule's q or the floor)", cc.Quantile, cc.Q)
+		case cc.Min < 0 || !finite(cc.Min) || cc.Min > cc.Q:
+			p.add(f+".ceiling.min", "got %v, expected a finite number in [0, ceiling.q %v]", cc.Min, cc.Q)
 		}
 	}
 	if u := c.BandUnit; u != "" && u != BandUnitTicks && u != BandUnitFreshScores {

@@ -501,7 +501,7 @@ func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
 			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
 		}
 		if c := cl.Ceiling; c != nil {
-			o.Ceiling = &safety.Ceiling{Alpha: c.Alpha, Q: c.Q, Episodes: c.Episodes, Seeds: c.Seeds, SuccessfulOnly: c.SuccessfulOnly}
+			o.Ceiling = &safety.Ceiling{Alpha: c.Alpha, Q: c.Q, Quantile: c.Quantile, Min: c.Min, Episodes: c.Episodes, Seeds: c.Seeds, SuccessfulOnly: c.SuccessfulOnly}
 		}
 		out.ClosedLoop = o
 	}

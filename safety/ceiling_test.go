@@ -92,11 +92,14 @@ func TestClosedLoopCeilingValidate(t *testing.T) {
 		want string // "" valid
 	}{
 		{"none", nil, ""},
-		{"valid", &Ceiling{Alpha: 0.02, Q: 300}, ""},
-		{"at q", &Ceiling{Alpha: 0.02, Q: 100}, ""},
+		{"valid", &Ceiling{Alpha: 0.02, Q: 300, Quantile: 300}, ""},
+		{"at q", &Ceiling{Alpha: 0.02, Q: 100, Quantile: 40}, ""},
+		{"a floor", &Ceiling{Alpha: 0.02, Q: 3000, Quantile: 40, Min: 3000}, ""},
 		{"alpha 0", &Ceiling{Alpha: 0, Q: 300}, "ceiling.alpha: got 0"},
 		{"NaN q", &Ceiling{Alpha: 0.02, Q: math.NaN()}, "ceiling.q: got NaN"},
 		{"below the rule's q", &Ceiling{Alpha: 0.02, Q: 50}, "ceiling.q: got 50, below the rule's q 100"},
+		{"quantile above q", &Ceiling{Alpha: 0.02, Q: 300, Quantile: 400}, "ceiling.quantile: got 400"},
+		{"floor above q", &Ceiling{Alpha: 0.02, Q: 300, Min: 400}, "ceiling.min: got 400"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,23 +215,29 @@ func TestFitCeiling(t *testing.T) {
 	// [20 100] (ticks 0 and 1, band 0) → 5, 45: 45; [10 10 130] → 0, 0, 3: 3.
 	// k = ⌈4·0.5⌉ = 2nd of 3, 5, 45: 5.
 	traces := [][]float64{{12, nan(), 150}, {20, 100}, {10, 10, 130}}
-	c, err := FitCeiling(traces, cl, 0.5)
+	c, err := FitCeiling(traces, cl, 0.5, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Q != 5 || c.Episodes != 3 || c.Alpha != 0.5 || c.Level(cl.Bands[1]) != 150 {
+	if c.Q != 5 || c.Quantile != 5 || c.Episodes != 3 || c.Alpha != 0.5 || c.Level(cl.Bands[1]) != 150 {
 		t.Fatalf("ceiling %+v, want q 5 over 3 episodes (level 150 in band 1)", c)
 	}
 	// In fresh scores the NaN does not advance: 150 is fresh score 1, band 0: z 70.
 	fresh := *cl
 	fresh.BandUnit = BandFreshScores
-	if c, err := FitCeiling(traces, &fresh, 0.5); err != nil || c.Q != 45 {
+	if c, err := FitCeiling(traces, &fresh, 0.5, 0); err != nil || c.Q != 45 {
 		t.Fatalf("in fresh scores: %+v (%v), want q 45 (2nd of 3, 45, 70)", c, err)
 	}
 	// Under the calibration's q: raised to it.
 	low := [][]float64{{10}, {10}, {11}}
-	if c, err := FitCeiling(low, cl, 0.5); err != nil || c.Q != 2 {
-		t.Fatalf("low scores: %+v (%v), want q raised to 2", c, err)
+	if c, err := FitCeiling(low, cl, 0.5, 0); err != nil || c.Q != 2 || c.Quantile != 0 {
+		t.Fatalf("low scores: %+v (%v), want quantile 0 (z 0, 0, 0.5: the 2nd) raised to the rule's q 2", c, err)
+	}
+	// A floor above the quantile: q is the floor, the quantile kept beside it.
+	if c, err := FitCeiling(traces, cl, 0.5, 300); err != nil || c.Q != 300 || c.Quantile != 5 || c.Min != 300 {
+		t.Fatalf("floor 300: %+v (%v), want q 300, quantile 5", c, err)
+	} else if err := (&ClosedLoop{Score: "energy", Alpha: 0.1, Rule: cl.Rule, Q: 2, Bands: cl.Bands, Ceiling: c}).Validate(); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		traces [][]float64
@@ -242,7 +251,7 @@ func TestFitCeiling(t *testing.T) {
 		{[][]float64{{nan()}, {nan()}, {nan()}}, cl, 0.5, "no fresh score"},
 		{[][]float64{{math.Inf(1)}, {1}, {1}}, cl, 0.5, "entry 0 is +Inf"},
 	} {
-		if _, err := FitCeiling(tc.traces, tc.cl, tc.alpha); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := FitCeiling(tc.traces, tc.cl, tc.alpha, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("FitCeiling: %v, want %q", err, tc.want)
 		}
 	}

@@ -71,7 +71,13 @@ type ClosedLoop struct {
 // one-tick ceiling").
 type Ceiling struct {
 	Alpha float64 `json:"alpha"` // tolerated probability that a fresh level-0 episode has one score above the ceiling
-	Q     float64 `json:"q"`     // in band standard deviations
+	Q     float64 `json:"q"`     // in band standard deviations: max(Quantile, the rule's q, Min)
+	// Quantile is the conformal quantile the episodes gave at Alpha; Min
+	// the floor the caller asked for (0: none). The guarantee holds at any
+	// level at or above Quantile, so Q may be raised to the rule's q or to
+	// Min: a higher ceiling trips less often, on readings further out.
+	Quantile float64 `json:"quantile"`
+	Min      float64 `json:"min,omitempty"`
 
 	// Provenance: the episodes Q comes from — the calibration's conformal
 	// episodes, or (sim calibrate --ceiling-only, added to an existing
@@ -202,6 +208,9 @@ type ClosedLoopOptions struct {
 	// on the same bands and conformal episodes (it needs at least
 	// MinConformalEpisodes(CeilingAlpha) of them). Zero: no ceiling.
 	CeilingAlpha float64
+	// CeilingMin is the ceiling's floor, in band standard deviations (0:
+	// none): see Ceiling.Min.
+	CeilingMin float64
 }
 
 // MinConformalEpisodes returns the fewest conformal episodes that can
@@ -252,6 +261,9 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop alpha %v is not in (0, 1): it is the tolerated trip probability of a fresh level-0 episode, e.g. 0.1", o.Alpha)
+	}
+	if o.CeilingMin < 0 || !isFinite(o.CeilingMin) {
+		return nil, fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", o.CeilingMin)
 	}
 	if o.CeilingAlpha != 0 && !(o.CeilingAlpha > 0 && o.CeilingAlpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", o.CeilingAlpha)
@@ -358,7 +370,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
 	}
 	if o.CeilingAlpha > 0 {
-		c, err := ceilingOf(xs[fit:], at[fit:], bands, q, o.CeilingAlpha)
+		c, err := ceilingOf(xs[fit:], at[fit:], bands, q, o.CeilingAlpha, o.CeilingMin)
 		if err != nil {
 			return nil, err
 		}
@@ -375,8 +387,14 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 // trip more often than the rule; its guarantee holds at any higher level).
 // Use it to add a ceiling to a calibration fitted earlier on other
 // episodes: the two guarantees hold each on its own episodes, and their
-// union bound as well. The caller fills Seeds and SuccessfulOnly.
-func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha float64) (*Ceiling, error) {
+// union bound as well. floor (≥ 0; 0: none) is a floor on Q, in band
+// standard deviations: the guarantee holds at any higher level, and a
+// ceiling meant for absurd readings is best kept well above the episodes'
+// own (Ceiling.Min). The caller fills Seeds and SuccessfulOnly.
+func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha, floor float64) (*Ceiling, error) {
+	if floor < 0 || !isFinite(floor) {
+		return nil, fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", floor)
+	}
 	if !(alpha > 0 && alpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", alpha)
 	}
@@ -390,12 +408,12 @@ func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha float64) (*Ceiling, er
 	if err != nil {
 		return nil, err
 	}
-	return ceilingOf(xs, at, cl.Bands, cl.Q, alpha)
+	return ceilingOf(xs, at, cl.Bands, cl.Q, alpha, floor)
 }
 
 // ceilingOf is the ceiling at alpha on the fresh scores xs (at: their
-// places in the bands' unit) of conformal episodes, at least q.
-func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha float64) (*Ceiling, error) {
+// places in the bands' unit) of conformal episodes, at least q and min.
+func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha, floor float64) (*Ceiling, error) {
 	n := len(xs)
 	scores := make([]float64, n)
 	buf := make([]float64, 1)
@@ -408,7 +426,7 @@ func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha float64) (*Cei
 	if math.IsInf(cq, 0) {
 		return nil, errors.New("safety: the ceiling's episodes have no fresh score: its quantile is undefined — drive longer episodes")
 	}
-	return &Ceiling{Alpha: alpha, Q: math.Max(cq, q), Episodes: n}, nil
+	return &Ceiling{Alpha: alpha, Q: math.Max(math.Max(cq, q), floor), Quantile: cq, Min: floor, Episodes: n}, nil
 }
 
 // freshOf splits per-tick traces into each episode's fresh scores xs[e]
@@ -641,6 +659,12 @@ func (c *ClosedLoop) Validate() error {
 			bad("ceiling.q", "got %v, expected a finite number", cc.Q)
 		} else if isFinite(c.Q) && cc.Q < c.Q {
 			bad("ceiling.q", "got %v, below the rule's q %v: the ceiling is a one-tick level above the rule's threshold", cc.Q, c.Q)
+		}
+		if !isFinite(cc.Quantile) || cc.Quantile > cc.Q {
+			bad("ceiling.quantile", "got %v, expected a finite number at most ceiling.q %v", cc.Quantile, cc.Q)
+		}
+		if cc.Min < 0 || !isFinite(cc.Min) || cc.Min > cc.Q {
+			bad("ceiling.min", "got %v, expected a finite number in [0, ceiling.q %v]", cc.Min, cc.Q)
 		}
 		if cc.Episodes < 0 {
 			bad("ceiling.episodes", "got %d, expected ≥ 0", cc.Episodes)

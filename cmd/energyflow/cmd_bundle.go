@@ -271,8 +271,12 @@ func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
 		if c.SuccessfulOnly {
 			only = ", the ones that succeeded"
 		}
-		fmt.Fprintf(w, "        one-tick ceiling: one score above mean + %.4g·std of its band trips at once; ceiling alpha %.4g over %d episodes (seeds %d–%d%s): a fresh episode trips either rule with probability at most %.4g\n",
-			c.Q, c.Alpha, c.Episodes, c.Seeds[0], c.Seeds[1], only, cl.Alpha+c.Alpha)
+		floor := ""
+		if c.Min > 0 {
+			floor = fmt.Sprintf(", floor %.4g", c.Min)
+		}
+		fmt.Fprintf(w, "        one-tick ceiling: one score above mean + %.4g·std of its band trips at once (quantile %.4g%s); ceiling alpha %.4g over %d episodes (seeds %d–%d%s): a fresh episode trips either rule with probability at most %.4g\n",
+			c.Q, c.Quantile, floor, c.Alpha, c.Episodes, c.Seeds[0], c.Seeds[1], only, cl.Alpha+c.Alpha)
 	}
 	for i, b := range cl.Bands {
 		to := "on"

@@ -32,6 +32,7 @@ type calibrateFlags struct {
 	evalFlags
 	alpha        float64
 	ceilingAlpha float64 // > 0: also fit a one-tick ceiling at this level
+	ceilingMin   float64 // the ceiling's floor (0: none)
 	ceilingOnly  bool    // add a ceiling to the bundle's calibration at this rate and K, keeping its window rule
 	tripsPerHour float64 // > 0: certify this false-trip rate per running hour instead of alpha
 	traces       string  // comma-separated sim eval --scores files to fit on instead of driving
@@ -62,6 +63,7 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.Lookup("seed").Usage = "first episode seed (scene and sampler); apart from the demonstrations' 0–199 and the evaluation's 1000–1049"
 	fs.Float64Var(&c.alpha, "alpha", 0.1, "false-alarm level: a fresh level-0 episode trips the energy stop with probability at most alpha")
 	fs.Float64Var(&c.ceilingAlpha, "ceiling-alpha", 0, "also fit a one-tick ceiling: one score above it trips at once (an absurd state at its first tick); a fresh level-0 episode exceeds it with probability at most this, so either rule trips with at most alpha + this (0: no ceiling)")
+	fs.Float64Var(&c.ceilingMin, "ceiling-min", 0, "the ceiling's floor, in the score's band standard deviations (the state score's own units): the ceiling is the larger of its fitted quantile, the window's q and this; its alpha holds at any higher level, and a ceiling meant for absurd readings is best kept well above the episodes' own (0: none)")
 	fs.BoolVar(&c.ceilingOnly, "ceiling-only", false, "add a one-tick ceiling (--ceiling-alpha) to the bundle's closed-loop calibration of --score at this --rate and K, fitted on these episodes (all of them conformal); its window rule, q and bands are kept")
 	fs.IntVar(&c.fitEpisodes, "fit-episodes", 0, "episodes that fit each band's mean and std (0: half of --episodes); the others set the conformal quantile")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
@@ -92,6 +94,11 @@ func (c *calibrateFlags) prepare(root string) error {
 	}
 	if c.set["ceiling-alpha"] && !(c.ceilingAlpha > 0 && c.ceilingAlpha < 1) {
 		errs = append(errs, usageError{fmt.Errorf("--ceiling-alpha %v: must be in (0, 1), e.g. 0.02 (or leave it out: no ceiling)", c.ceilingAlpha)})
+	}
+	if c.set["ceiling-min"] && !c.set["ceiling-alpha"] {
+		errs = append(errs, usageError{fmt.Errorf("--ceiling-min %v without --ceiling-alpha: the floor is for a one-tick ceiling; add --ceiling-alpha, e.g. 0.025", c.ceilingMin)})
+	} else if c.ceilingMin < 0 || math.IsNaN(c.ceilingMin) || math.IsInf(c.ceilingMin, 0) {
+		errs = append(errs, usageError{fmt.Errorf("--ceiling-min %v: must be a finite number ≥ 0", c.ceilingMin)})
 	}
 	if c.ceilingOnly {
 		for _, f := range []string{"alpha", "trips-per-hour", "fit-episodes"} {
@@ -246,7 +253,7 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
 	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
-		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore, CeilingAlpha: c.ceilingAlpha})
+		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore, CeilingAlpha: c.ceilingAlpha, CeilingMin: c.ceilingMin})
 	if err != nil {
 		return fail(err)
 	}
@@ -508,7 +515,7 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 	fmt.Fprintf(w, "bands by %s since arming (band_unit %s); %d fresh scores on %d running ticks (%.2f per tick)\n",
 		bandUnitText(string(cl.Unit())), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
 	if c := cl.Ceiling; c != nil {
-		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, cl.Alpha+c.Alpha)
+		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, ceilingWhy(c, cl.Q), cl.Alpha+c.Alpha)
 	}
 	for i, b := range cl.Bands {
 		to := "on"
@@ -693,7 +700,7 @@ func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov proven
 		return fail(err)
 	}
 	cl.Ceiling = nil
-	ceil, err := safety.FitCeiling(traces, &cl, c.ceilingAlpha)
+	ceil, err := safety.FitCeiling(traces, &cl, c.ceilingAlpha, c.ceilingMin)
 	if err != nil {
 		return fail(err)
 	}
@@ -706,12 +713,8 @@ func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov proven
 	}
 	fmt.Fprintf(w, "bundle %s: a one-tick ceiling for its closed-loop calibration of %s at %g Hz and K=%d (rule %d of %d at q %.4g, alpha %.4g, kept), fitted on %d level-0 episodes of %s (seeds %d–%d%s)\n",
 		c.bundleDir, cl.Score, cl.RateHz, cl.StepsK, rule.N, rule.M, cl.Q, cl.Alpha, ceil.Episodes, prov.task, prov.seeds[0], prov.seeds[1], only)
-	atQ := ""
-	if ceil.Q == cl.Q {
-		atQ = " (the window's q: these episodes' own quantile is at or below it, so one score above the window's threshold trips)"
-	}
-	fmt.Fprintf(w, "ceiling alpha %.4g: q = %.4g%s; a fresh episode trips either rule with probability at most %.4g (the window's alpha + the ceiling's)\n",
-		ceil.Alpha, ceil.Q, atQ, cl.Alpha+ceil.Alpha)
+	fmt.Fprintf(w, "ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g (the window's alpha + the ceiling's)\n",
+		ceil.Alpha, ceil.Q, ceilingWhy(ceil, cl.Q), cl.Alpha+ceil.Alpha)
 	for i, b := range cl.Bands {
 		fmt.Fprintf(w, "  band %d (%s %d on): threshold %.6g, ceiling %.6g\n", i, bandUnitText(string(cl.Unit())), b.From, b.Threshold, ceil.Level(b))
 	}
@@ -809,4 +812,17 @@ func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.
 		return fmt.Sprintf("calibration.closed_loop_others[%d].ceiling", i), cal.Set("closed_loop_others", others)
 	}
 	return "", fmt.Errorf("no closed-loop calibration at %g Hz and K=%d to add the ceiling to", rateHz, k)
+}
+
+// ceilingWhy says where a ceiling's q comes from: its fitted quantile, or
+// the window's q or the floor it was raised to.
+func ceilingWhy(c *safety.Ceiling, q float64) string {
+	switch {
+	case c.Q == c.Quantile:
+		return "(the episodes' conformal quantile)"
+	case c.Min > 0 && c.Q == c.Min:
+		return fmt.Sprintf("(the floor --ceiling-min; the episodes' quantile is %.4g)", c.Quantile)
+	default:
+		return fmt.Sprintf("(the window's q: the episodes' quantile, %.4g, is below it, so one score above the window's threshold trips — consider --ceiling-min)", c.Quantile)
+	}
 }

@@ -276,7 +276,7 @@ func TestReadTraces(t *testing.T) {
 	errb.Reset()
 	code = realMain([]string{"sim", "calibrate", "--bundle", bdir, "--score", "state_energy", "--alpha", "0.5", "--ceiling-alpha", "0.5", "--rate", "20",
 		"--traces", good, "--dry-run"}, &out, &errb)
-	if code != exitOK || !strings.Contains(out.String(), "one-tick ceiling: ceiling alpha 0.5: q = 3; a fresh episode trips either rule with probability at most 1") ||
+	if code != exitOK || !strings.Contains(out.String(), "one-tick ceiling: ceiling alpha 0.5: q = 3 (the episodes' conformal quantile); a fresh episode trips either rule with probability at most 1") ||
 		!strings.Contains(out.String(), "threshold 1 ceiling 3") {
 		t.Errorf("sim calibrate --traces --ceiling-alpha: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
@@ -306,10 +306,20 @@ func TestReadTraces(t *testing.T) {
 	if !reflect.DeepEqual(&was, got) {
 		t.Fatalf("--ceiling-only changed more than the ceiling:\n%+v\n%+v", before.Manifest.Calibration.ClosedLoop, got)
 	}
+	// --ceiling-min raises it to a floor, the quantile kept beside it.
+	out.Reset()
+	errb.Reset()
+	code = realMain([]string{"sim", "calibrate", "--bundle", bdir, "--score", "energy", "--ceiling-only", "--ceiling-alpha", "0.5", "--ceiling-min", "40", "--rate", "20", "--steps", "20",
+		"--traces", good, "--dry-run"}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "q = 40 (the floor --ceiling-min; the episodes' quantile is") {
+		t.Fatalf("sim calibrate --ceiling-min: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--ceiling-min", "40"}, "--ceiling-min 40 without --ceiling-alpha"},
+		{[]string{"--ceiling-alpha", "0.5", "--ceiling-min", "-1"}, "--ceiling-min -1: must be a finite number ≥ 0"},
 		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--alpha", "0.1"}, "--alpha with --ceiling-only: the calibration's window rule is kept as it is"},
 		{[]string{"--ceiling-only"}, "--ceiling-only needs --ceiling-alpha"},
 		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--rate", "10"}, "has no closed-loop calibration of energy at 10 Hz and K=20 to add a ceiling to"},
@@ -332,10 +342,10 @@ func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
 	cl := &safety.ClosedLoop{Score: "energy", Alpha: 0.05, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
 		BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
 		Task: "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 2, FitEpisodes: 1, ConformalEpisodes: 1,
-		Seeds: [2]int{2000, 2001}, Ceiling: &safety.Ceiling{Alpha: 0.02, Q: 4, Episodes: 1, Seeds: [2]int{2000, 2001}}}
+		Seeds: [2]int{2000, 2001}, Ceiling: &safety.Ceiling{Alpha: 0.02, Q: 4, Quantile: 3.5, Episodes: 1, Seeds: [2]int{2000, 2001}}}
 	var out bytes.Buffer
 	printClosedLoop(&out, "b", cl, [][]float64{{1, 1, 1, 1}, {1, 1, 1, 30}}, safety.NOfMConfig{N: 3, M: 5})
-	for _, w := range []string{"one-tick ceiling: ceiling alpha 0.02: q = 4; a fresh episode trips either rule with probability at most 0.07",
+	for _, w := range []string{"one-tick ceiling: ceiling alpha 0.02: q = 4 (the window's q: the episodes' quantile, 3.5, is below it", "a fresh episode trips either rule with probability at most 0.07",
 		"running ticks 0 to 9 since arming: mean 10 std 2 threshold 13 ceiling 18", "running ticks 10 on since arming: mean 8 std 1 threshold 9.5 ceiling 12",
 		"0/1 fit, 1/1 conformal (at most (alpha + ceiling alpha)·(n+1)"} {
 		if !strings.Contains(out.String(), w) {
@@ -351,7 +361,7 @@ func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
 	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
 		t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, w := range []string{"one-tick ceiling: one score above mean + 4·std of its band trips at once; ceiling alpha 0.02 over 1 episodes (seeds 2000–2001): a fresh episode trips either rule with probability at most 0.07",
+	for _, w := range []string{"one-tick ceiling: one score above mean + 4·std of its band trips at once (quantile 3.5); ceiling alpha 0.02 over 1 episodes (seeds 2000–2001): a fresh episode trips either rule with probability at most 0.07",
 		"running ticks 0 to 9 since arming: threshold 13, ceiling 18 (mean 10", "running ticks 10 on since arming: threshold 9.5, ceiling 12 (mean 8"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("bundle verify's output lacks %q:\n%s", w, out.String())
