@@ -515,7 +515,7 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 	fmt.Fprintf(w, "bands by %s since arming (band_unit %s); %d fresh scores on %d running ticks (%.2f per tick)\n",
 		bandUnitText(string(cl.Unit())), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
 	if c := cl.Ceiling; c != nil {
-		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, ceilingWhy(c, cl.Q), cl.Alpha+c.Alpha)
+		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, ceilingWhy(c), cl.Alpha+c.Alpha)
 	}
 	for i, b := range cl.Bands {
 		to := "on"
@@ -714,7 +714,7 @@ func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov proven
 	fmt.Fprintf(w, "bundle %s: a one-tick ceiling for its closed-loop calibration of %s at %g Hz and K=%d (rule %d of %d at q %.4g, alpha %.4g, kept), fitted on %d level-0 episodes of %s (seeds %d–%d%s)\n",
 		c.bundleDir, cl.Score, cl.RateHz, cl.StepsK, rule.N, rule.M, cl.Q, cl.Alpha, ceil.Episodes, prov.task, prov.seeds[0], prov.seeds[1], only)
 	fmt.Fprintf(w, "ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g (the window's alpha + the ceiling's)\n",
-		ceil.Alpha, ceil.Q, ceilingWhy(ceil, cl.Q), cl.Alpha+ceil.Alpha)
+		ceil.Alpha, ceil.Q, ceilingWhy(ceil), cl.Alpha+ceil.Alpha)
 	for i, b := range cl.Bands {
 		fmt.Fprintf(w, "  band %d (%s %d on): threshold %.6g, ceiling %.6g\n", i, bandUnitText(string(cl.Unit())), b.From, b.Threshold, ceil.Level(b))
 	}
@@ -816,7 +816,7 @@ func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.
 
 // ceilingWhy says where a ceiling's q comes from: its fitted quantile, or
 // the window's q or the floor it was raised to.
-func ceilingWhy(c *safety.Ceiling, q float64) string {
+func ceilingWhy(c *safety.Ceiling) string {
 	switch {
 	case c.Q == c.Quantile:
 		return "(the episodes' conformal quantile)"
