@@ -262,11 +262,10 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return nil, fmt.Errorf("safety: closed-loop alpha %v is not in (0, 1): it is the tolerated trip probability of a fresh level-0 episode, e.g. 0.1", o.Alpha)
 	}
-	if o.CeilingMin < 0 || !isFinite(o.CeilingMin) {
-		return nil, fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", o.CeilingMin)
-	}
-	if o.CeilingAlpha != 0 && !(o.CeilingAlpha > 0 && o.CeilingAlpha < 1) {
-		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", o.CeilingAlpha)
+	if o.CeilingAlpha != 0 || o.CeilingMin != 0 {
+		if err := ceilingArgs(o.CeilingAlpha, o.CeilingMin); err != nil {
+			return nil, err
+		}
 	}
 	n, m := o.N, o.M
 	if n == 0 && m == 0 {
@@ -350,9 +349,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		scores[e] = episodeScore(xs[fit+e], at[fit+e], bands, n, m, buf)
 	}
 	slices.Sort(scores)
-	// k ≤ nc as nc ≥ MinConformalEpisodes; the clamp only absorbs rounding.
-	k := min(max(ceilTol(float64(nc+1)*(1-o.Alpha)), 1), nc)
-	q := scores[k-1]
+	q := scores[conformalRank(nc, o.Alpha)-1]
 	if math.IsInf(q, 0) {
 		short := 0
 		for _, s := range scores {
@@ -392,11 +389,8 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 // ceiling meant for absurd readings is best kept well above the episodes'
 // own (Ceiling.Min). The caller fills Seeds and SuccessfulOnly.
 func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha, floor float64) (*Ceiling, error) {
-	if floor < 0 || !isFinite(floor) {
-		return nil, fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", floor)
-	}
-	if !(alpha > 0 && alpha < 1) {
-		return nil, fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", alpha)
+	if err := ceilingArgs(alpha, floor); err != nil {
+		return nil, err
 	}
 	if err := cl.Validate(); err != nil {
 		return nil, err
@@ -421,12 +415,29 @@ func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha, floor float64
 		scores[e] = episodeScore(xs[e], at[e], bands, 1, 1, buf) // the largest z
 	}
 	slices.Sort(scores)
-	k := min(max(ceilTol(float64(n+1)*(1-alpha)), 1), n)
-	cq := scores[k-1]
+	cq := scores[conformalRank(n, alpha)-1]
 	if math.IsInf(cq, 0) {
 		return nil, errors.New("safety: the ceiling's episodes have no fresh score: its quantile is undefined — drive longer episodes")
 	}
 	return &Ceiling{Alpha: alpha, Q: math.Max(math.Max(cq, q), floor), Quantile: cq, Min: floor, Episodes: n}, nil
+}
+
+// conformalRank is the rank (from 1) of the split-conformal quantile at
+// alpha among n sorted conformal scores: ⌈(n+1)(1−alpha)⌉, at most n when
+// n ≥ MinConformalEpisodes(alpha) (the clamp only absorbs rounding).
+func conformalRank(n int, alpha float64) int {
+	return min(max(ceilTol(float64(n+1)*(1-alpha)), 1), n)
+}
+
+// ceilingArgs checks a ceiling's alpha (in (0, 1)) and floor (finite, ≥ 0).
+func ceilingArgs(alpha, floor float64) error {
+	if !(alpha > 0 && alpha < 1) {
+		return fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", alpha)
+	}
+	if floor < 0 || !isFinite(floor) {
+		return fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", floor)
+	}
+	return nil
 }
 
 // freshOf splits per-tick traces into each episode's fresh scores xs[e]

@@ -264,19 +264,8 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		cl.Ceiling.Seeds, cl.Ceiling.SuccessfulOnly = prov.seeds, c.successful
 	}
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
-	if c.summary != "" {
-		s := summarize(c.simFlags, results, map[string]int{})
-		s.MaxSteps = c.maxSteps
-		data, err := json.MarshalIndent(struct {
-			ClosedLoop *safety.ClosedLoop `json:"closed_loop"`
-			Episodes   evalSummary        `json:"episodes"`
-		}{cl, s}, "", "  ")
-		if err != nil {
-			return fail(fmt.Errorf("report: %w", err))
-		}
-		if err := os.WriteFile(c.summary, data, 0o644); err != nil {
-			return fail(err)
-		}
+	if err := c.writeSummary("closed_loop", cl, results); err != nil {
+		return fail(err)
 	}
 	if c.dryRun {
 		fmt.Fprintln(env.stdout, "dry run: the bundle was not changed")
@@ -288,6 +277,22 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stdout, "wrote %s into %s\n", where, filepath.Join(c.bundleDir, "manifest.json"))
 	return exitOK
+}
+
+// writeSummary writes --json, when given: the fitted block under key
+// ("closed_loop", or "ceiling" with --ceiling-only) and the episodes'
+// evaluation summary under "episodes".
+func (c *calibrateFlags) writeSummary(key string, block any, results []evalResult) error {
+	if c.summary == "" {
+		return nil
+	}
+	s := summarize(c.simFlags, results, map[string]int{})
+	s.MaxSteps = c.maxSteps
+	data, err := json.MarshalIndent(map[string]any{key: block, "episodes": s}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return os.WriteFile(c.summary, data, 0o644)
 }
 
 // drive runs the calibration's level-0 episodes with the energy stop
@@ -726,19 +731,8 @@ func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov proven
 		either += btoi(tripsWithBands(&with, rule, tr))
 	}
 	fmt.Fprintf(w, "these episodes that would have tripped: %d/%d with the window rule alone, %d/%d with the ceiling beside it\n", window, len(traces), either, len(traces))
-	if c.summary != "" {
-		s := summarize(c.simFlags, results, map[string]int{})
-		s.MaxSteps = c.maxSteps
-		data, err := json.MarshalIndent(struct {
-			Ceiling  *safety.Ceiling `json:"ceiling"`
-			Episodes evalSummary     `json:"episodes"`
-		}{ceil, s}, "", "  ")
-		if err != nil {
-			return fail(fmt.Errorf("report: %w", err))
-		}
-		if err := os.WriteFile(c.summary, data, 0o644); err != nil {
-			return fail(err)
-		}
+	if err := c.writeSummary("ceiling", ceil, results); err != nil {
+		return fail(err)
 	}
 	if c.dryRun {
 		fmt.Fprintln(w, "dry run: the bundle was not changed")

@@ -174,15 +174,8 @@ func TestClosedLoopPrintoutsNameTheUnit(t *testing.T) {
 				}
 			}
 
-			dir := writeTestBundle(t)
-			if _, err := writeClosedLoop(dir, cl); err != nil {
-				t.Fatal(err)
-			}
 			out.Reset()
-			var errb bytes.Buffer
-			if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
-				t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
-			}
+			out.WriteString(verifiedCalibration(t, cl))
 			for _, w := range []string{tc.bands, tc.noun + " 0 to 9 since arming: threshold 13", tc.noun + " 10 on since arming: threshold 9.5"} {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("bundle verify's output lacks %q:\n%s", w, out.String())
@@ -352,19 +345,27 @@ func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
 			t.Errorf("sim calibrate's printout lacks %q:\n%s", w, out.String())
 		}
 	}
-	dir := writeTestBundle(t)
-	if _, err := writeClosedLoop(dir, cl); err != nil {
-		t.Fatal(err)
-	}
 	out.Reset()
-	var errb bytes.Buffer
-	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
-		t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
-	}
+	out.WriteString(verifiedCalibration(t, cl))
 	for _, w := range []string{"one-tick ceiling: one score above mean + 4·std of its band trips at once (quantile 3.5); ceiling alpha 0.02 over 1 episodes (seeds 2000–2001): a fresh episode trips either rule with probability at most 0.07",
 		"running ticks 0 to 9 since arming: threshold 13, ceiling 18 (mean 10", "running ticks 10 on since arming: threshold 9.5, ceiling 12 (mean 8"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("bundle verify's output lacks %q:\n%s", w, out.String())
 		}
 	}
+}
+
+// verifiedCalibration writes cl into a test bundle and returns what
+// bundle verify prints about it (failing the test unless it verifies).
+func verifiedCalibration(t *testing.T, cl *safety.ClosedLoop) string {
+	t.Helper()
+	dir := writeTestBundle(t)
+	if _, err := writeClosedLoop(dir, cl); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("verify exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	return out.String()
 }
