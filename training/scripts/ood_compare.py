@@ -30,8 +30,9 @@ demos (the toolkit's by-demo split, --val-fraction/--split-seed):
     thresholded at a quantile of in-distribution scores. Not reproduced:
     FIPER runs RND on the policy's learned observation *embedding* (here the
     standardized cond itself: the bundle's state encoder is inside the
-    policy graph), the conformal calibration on successful *rollouts* and
-    the aggregation over a sliding window. So this compares OOD detectors of
+    policy graph) and the conformal calibration on successful *rollouts*;
+    its aggregation over a short window is read through --window (below),
+    the same rule for every score. So this compares OOD detectors of
     the state, not FIPER's failure predictor (see (e), (f) for its ACE and
     its alarm).
 (d) ``transition``: the state term's transition part alone (the newest
@@ -62,7 +63,11 @@ demos (the toolkit's by-demo split, --val-fraction/--split-seed):
 
 Reported: per-step AUROC of level S/M/L steps vs level-0 steps with a 95 %
 interval (bootstrap over episodes), episode AUROC (each episode's max over
-its first --first steps), the fraction of level-0 steps above the held-out
+its first --first steps), the episode AUROC through a window (--window N:M,
+the gate's 2 of 5 by default: each step's N-th largest score of the last M
+steps, the episode's max of that over its first --first steps; FIPER's alarm
+aggregates each of its indicators over the window, then takes both, as the
+paper aggregates them over short windows before the alarm), the fraction of level-0 steps above the held-out
 q99.9, absurd states against the q99.9, and, with --faults, each fault
 (``sim.world.FAULTS``, injected at --fault-step into level-0 expert
 episodes on the same seeds): the episodes with a step above the q99.9
@@ -279,6 +284,37 @@ def boot_auroc(neg_eps, pos_eps, reps: int, rng) -> tuple:
     return point, float(lo), float(hi)
 
 
+def window_max(x: np.ndarray, n: int, m: int, first: int) -> float:
+    """The episode's largest n-of-m statistic over its first ``first`` steps: the highest threshold
+    that the rule "n of the last m steps over it" would still trip on (-inf when it never has n steps)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from state_components import watched
+
+    w = watched(np.asarray(x[:first], np.float64), n, m)
+    return float(w.max()) if len(w) else float("-inf")
+
+
+def episode_stats(per_lv: dict, thr: dict, keys, first: int, window=None) -> dict:
+    """score -> [one value per episode]: the max over the first steps, or with ``window`` (n, m) the
+    windowed max; FIPER's alarm through a window takes RND and ACE each through it (as ratios to
+    their q99.9), then their minimum step by step (both above)."""
+    out = {}
+    for k in keys:
+        if window is None:
+            out[k] = [float(x[:first].max()) for x in per_lv[k]]
+        elif k == "fiper":
+            n, m = window
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from state_components import watched
+
+            out[k] = [float(np.minimum(watched(ratio(r[:first], thr["rnd"]), n, m),
+                                       watched(ratio(c[:first], thr["ace"]), n, m)).max())
+                      for r, c in zip(per_lv["rnd"], per_lv["ace"])]
+        else:
+            out[k] = [window_max(x, window[0], window[1], first) for x in per_lv[k]]
+    return out
+
+
 def fmt_ci(t) -> str:
     return f"{t[0]:.3f} [{t[1]:.2f}, {t[2]:.2f}]"
 
@@ -312,8 +348,20 @@ def main(argv=None) -> int:
     p.add_argument("--ace-steps", type=int, default=None, help="ACE: sampler steps K (default: the bundle's)")
     p.add_argument("--ace-calib", type=int, default=500, help="ACE: held-out steps (seeded subsample) for its "
                                                               "q99.9; <= 0: all")
+    p.add_argument("--levels", nargs="+", default=["S", "M", "L"], choices=LEVELS[1:],
+                   help="shifted levels compared with level 0")
+    p.add_argument("--window", default="2:5", help="N:M, the episode window rule (the gate's 2 of 5)")
+    p.add_argument("--steps-out", default="", help="an .npz of every episode's per-step scores "
+                                                   "(key level/score/episode)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
+    try:
+        win = tuple(int(v) for v in a.window.split(":"))
+        if len(win) != 2 or not 1 <= win[0] <= win[1]:
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"ood_compare: --window {a.window!r}: want N:M with 1 <= N <= M, e.g. 2:5")
+    levels = ("0", *[lv for lv in LEVELS[1:] if lv in a.levels])
     torch.set_num_threads(1)
 
     from energyflow import state_term as st
@@ -369,12 +417,12 @@ def main(argv=None) -> int:
 
     t1 = time.time()
     seeds = range(a.seed, a.seed + a.episodes)
-    eps = {lv: expert_episodes(a.task, lv, seeds, a.max_steps, a.extra_steps) for lv in LEVELS}
+    eps = {lv: expert_episodes(a.task, lv, seeds, a.max_steps, a.extra_steps) for lv in levels}
     roll_s = time.time() - t1
     skey = next(o["name"] for o in man["obs"] if o["kind"] == "state")
     keys = list(scores) + (["fiper"] if "ace" in scores else [])
     per = {}  # level -> score -> list of per-episode step scores
-    for lv in LEVELS:
+    for lv in levels:
         per[lv] = {k: [] for k in keys}
         for e in eps[lv]:
             c, _ = st.step_conds([Demo("ep", np.zeros((len(e["states"]), man["action_dim"]), np.float32),
@@ -390,7 +438,7 @@ def main(argv=None) -> int:
              f"{len(held)} held-out demos ({len(va)} steps); fit {fit_s:.0f} s, rollouts {roll_s:.0f} s",
              "expert episodes (seeds %d-%d): " % (a.seed, a.seed + a.episodes - 1) + ", ".join(
                  f"{lv}: {sum(e['success'] for e in eps[lv])}/{len(eps[lv])} success, "
-                 f"{sum(len(e['states']) for e in eps[lv])} steps" for lv in LEVELS)]
+                 f"{sum(len(e['states']) for e in eps[lv])} steps" for lv in levels)]
     if "ace" in scores:
         lines.append(ace_note)
         lines.append(f"ACE cost: {scores['ace'].ms_per_state:.1f} ms per state, wall clock ({scores['ace'].states} "
@@ -400,17 +448,23 @@ def main(argv=None) -> int:
                       "ms_per_state": scores["ace"].ms_per_state}
     lines.append("")
     w = 22
+    ep = {key: {lv: episode_stats(per[lv], thr, keys, a.first, wn) for lv in levels}
+          for key, wn in (("episode", None), ("episode_window", win))}
+    res["window"] = list(win)
     for title, key in (("per-step AUROC vs level 0 [95% CI, bootstrap over episodes]", "step"),
-                       (f"episode AUROC vs level 0 (max over the first {a.first} steps) [95% CI]", "episode")):
+                       (f"episode AUROC vs level 0 (max over the first {a.first} steps) [95% CI]", "episode"),
+                       (f"episode AUROC vs level 0 through the window, {win[0]} of the last {win[1]} steps (the "
+                        f"largest {win[0]}-of-{win[1]} statistic over the first {a.first} steps; FIPER: RND and "
+                        "ACE each through it, then both) [95% CI]", "episode_window")):
         lines.append(title)
-        lines.append(f"{'score':20s}" + "".join(f"{'level ' + lv:{w}s}" for lv in LEVELS[1:]))
+        lines.append(f"{'score':20s}" + "".join(f"{'level ' + lv:{w}s}" for lv in levels[1:]))
         for k in keys:
             row = []
-            for lv in LEVELS[1:]:
+            for lv in levels[1:]:
                 neg, pos = per["0"][k], per[lv][k]
-                if key == "episode":
-                    neg = [np.array([x[:a.first].max()]) for x in neg]
-                    pos = [np.array([x[:a.first].max()]) for x in pos]
+                if key != "step":
+                    neg = [np.array([v]) for v in ep[key]["0"][k]]
+                    pos = [np.array([v]) for v in ep[key][lv][k]]
                 ci = boot_auroc(neg, pos, a.boot, rng)
                 res["levels"].setdefault(lv, {}).setdefault(k, {})[key] = ci
                 row.append(f"{fmt_ci(ci):{w}s}")
@@ -479,6 +533,9 @@ def main(argv=None) -> int:
                            + (f" (median {np.median(hit):.0f})" if hit else ""))
             lines.append(f"  {kind:8s} " + "; ".join(row))
     print("\n".join(lines))
+    if a.steps_out:
+        np.savez_compressed(a.steps_out, **{f"{lv}/{k}/{i}": x for lv in levels for k in keys
+                                            for i, x in enumerate(per[lv][k])})
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     tmp.cleanup()

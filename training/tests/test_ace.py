@@ -75,3 +75,34 @@ def test_rejects_bad_input() -> None:
         ace(np.zeros((4, 16)), CELL)
     with pytest.raises(ValueError):
         ace(np.zeros((4, 16, 4)), np.array([0.1, 0.0, 0.1]))
+
+
+# --- the episode statistics through the gate's window (``episode_stats``) ---
+oc = load_script()
+
+
+@pytest.mark.parametrize("x, n, m, first, want", [
+    ([0, 9, 0, 0, 0, 0], 2, 5, 6, 0.0),        # one spike: 2 of 5 never sees it
+    ([0, 9, 0, 7, 0, 0], 2, 5, 6, 7.0),        # two within 5 steps: the smaller one
+    ([0, 9, 0, 0, 0, 0, 7], 2, 5, 7, 0.0),     # 5 steps apart: never two in one window
+    ([0, 9, 0, 7, 0, 0], 2, 5, 3, 0.0),        # the second after the first `first` steps
+    ([3, 1, 2], 1, 1, 3, 3.0),                 # 1 of 1 is the max
+    ([5], 2, 5, 1, float("-inf")),             # fewer than n steps
+])
+def test_window_max(x, n, m, first, want) -> None:
+    assert oc.window_max(np.array(x, np.float64), n, m, first) == want
+
+
+def test_episode_stats_fiper_windows_each_indicator_then_both() -> None:
+    # RND over its threshold on steps 1 and 3, ACE on steps 2 and 4: never both on one step,
+    # but each twice within 5 steps, so through 2 of 5 both indicators are over at step 4
+    per = {"rnd": [np.array([0, 4, 0, 4, 0.0])], "ace": [np.array([0, 0, 6, 0, 6.0])]}
+    thr = {"rnd": 2.0, "ace": 3.0}
+    per["fiper"] = [np.minimum(oc.ratio(per["rnd"][0], 2.0), oc.ratio(per["ace"][0], 3.0))]
+    plain = oc.episode_stats(per, thr, ["rnd", "ace", "fiper"], first=5)
+    assert plain == {"rnd": [4.0], "ace": [6.0], "fiper": [0.0]}
+    win = oc.episode_stats(per, thr, ["rnd", "ace", "fiper"], first=5, window=(2, 5))
+    assert win["rnd"] == [4.0] and win["ace"] == [6.0]
+    assert win["fiper"] == [2.0]  # min(4/2, 6/3) once both have two steps over in the window
+    short = oc.episode_stats(per, thr, ["fiper"], first=4, window=(2, 5))
+    assert short["fiper"] == [0.0]  # ACE has one step over in the first 4

@@ -1,0 +1,32 @@
+"""The runtime's lateness as ``training/scripts/rnd_rollouts.py`` imitates it (``late_plan``)."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rnd_rollouts.py"
+spec = importlib.util.spec_from_file_location("rnd_rollouts", SCRIPT)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+
+
+def chunk(base: int, n: int = 16) -> np.ndarray:
+    """A plan whose action i is the 1-vector [base + i]."""
+    return np.arange(base, base + n, dtype=np.float64)[:, None]
+
+
+@pytest.mark.parametrize("pending, d, want_run, want_pending", [
+    # on time: the chunk from T_o - 1 for T_a steps, the rest kept
+    ([], 0, [101, 102, 103, 104], list(range(105, 116))),
+    # 2 late at the start (nothing to run meanwhile): the first 2 actions are skipped
+    ([], 2, [103, 104], list(range(105, 116))),
+    # 2 late: the previous chunk's next 2 run, then the new one 2 steps in
+    ([[50], [51], [52]], 2, [50, 51, 103, 104], list(range(105, 116))),
+    # 3 late with 1 pending: it is held for the 3 steps
+    ([[50]], 3, [50, 50, 50, 104], list(range(105, 116))),
+])
+def test_late_plan(pending, d, want_run, want_pending) -> None:
+    run, rest = mod.late_plan(chunk(100), [np.array(p, np.float64) for p in pending], To=2, Ta=4, d=d)
+    assert [float(a[0]) for a in run] == want_run
+    assert [float(a[0]) for a in rest] == want_pending
