@@ -31,6 +31,8 @@ exact Poisson 95 % interval, and per task the fresh episodes that succeeded (Wil
 --fit only this table is printed, for the tasks of --check.
 --fit-below SEED instead of --fit splits one folder: the chunks of --check whose first seed is below
 SEED are the fit set, the others the fresh ones.
+--bundle DIR reads (and with --write writes) a candidate bundle instead of the shipped one, for one
+task (--tasks TASK).
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
 Prints markdown tables.
@@ -98,12 +100,18 @@ def conformal_hours(cells: List[Path], rate: float, successful_only: bool = Fals
     return n / rate / 3600
 
 
-def calibrate(task: str, cells: List[Path], rate: float, level: str, write: bool, exe: Path) -> Dict:
-    """Run sim calibrate --traces for the task's bundle at level ("--alpha A" or "--trips-per-hour R");
-    return its closed_loop block."""
+def bundle_dir(task: str, bundle: Optional[Path] = None) -> Path:
+    """The bundle a task's thresholds come from: ``bundle`` (--bundle) or the shipped one."""
+    return bundle if bundle is not None else ROOT / "bundles" / f"metaworld-{task}"
+
+
+def calibrate(task: str, cells: List[Path], rate: float, level: str, write: bool, exe: Path,
+              bundle: Optional[Path] = None) -> Dict:
+    """Run sim calibrate --traces for the task's bundle (bundle_dir) at level ("--alpha A" or
+    "--trips-per-hour R"); return its closed_loop block."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cal.json"
-        cmd = [str(exe), "sim", "calibrate", "--bundle", str(ROOT / "bundles" / f"metaworld-{task}"),
+        cmd = [str(exe), "sim", "calibrate", "--bundle", str(bundle_dir(task, bundle)),
                "--score", "state_energy", *level.split(), "--rate", f"{rate:g}",
                "--traces", ",".join(str(c) + ".jsonl" for c in cells), "--json", str(out)]
         if not write:
@@ -182,9 +190,10 @@ def faults(d: Optional[Path], task: str, q: float, within: int, fault_step: int,
     return out
 
 
-def shipped_threshold(task: str, rate_hz: Optional[float] = None) -> tuple:
-    """The state threshold the shipped bundle's default watch uses at rate_hz (default_threshold)."""
-    return default_threshold(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()), rate_hz)
+def shipped_threshold(task: str, rate_hz: Optional[float] = None, bundle: Optional[Path] = None) -> tuple:
+    """The state threshold the shipped bundle's (or ``bundle``'s) default watch uses at rate_hz
+    (default_threshold)."""
+    return default_threshold(json.loads((bundle_dir(task, bundle) / "manifest.json").read_text()), rate_hz)
 
 
 def closed_loop_for(m: Dict, rate_hz: Optional[float] = None, steps_k: Optional[int] = None) -> Dict:
@@ -204,9 +213,10 @@ def closed_loop_for(m: Dict, rate_hz: Optional[float] = None, steps_k: Optional[
     return primary
 
 
-def shipped_ceiling(task: str, rate_hz: Optional[float] = None) -> Optional[float]:
-    """The one-tick ceiling of the shipped bundle's default watch at rate_hz (default_ceiling)."""
-    return default_ceiling(json.loads((ROOT / "bundles" / f"metaworld-{task}" / "manifest.json").read_text()), rate_hz)
+def shipped_ceiling(task: str, rate_hz: Optional[float] = None, bundle: Optional[Path] = None) -> Optional[float]:
+    """The one-tick ceiling of the shipped bundle's (or ``bundle``'s) default watch at rate_hz
+    (default_ceiling)."""
+    return default_ceiling(json.loads((bundle_dir(task, bundle) / "manifest.json").read_text()), rate_hz)
 
 
 def default_ceiling(m: Dict, rate_hz: Optional[float] = None) -> Optional[float]:
@@ -247,6 +257,8 @@ def main() -> None:
     ap.add_argument("--within", type=int, default=20, help="fault detection window, ticks")
     ap.add_argument("--fault-step", type=int, default=30)
     ap.add_argument("--write", action="store_true", help="write each calibration into bundles/metaworld-<task>")
+    ap.add_argument("--bundle", type=Path, default=None, help="a candidate bundle instead of the shipped one "
+                                                              "(with --tasks TASK: one task)")
     ap.add_argument("--exe", type=Path, default=ROOT / "bin" / "energyflow")
     ap.add_argument("--sweep", default="", help="also, per task, these thresholds (space-separated): the fresh "
                                                  "driving's trips per hour and the faults caught at each")
@@ -265,6 +277,9 @@ def main() -> None:
         chk = {t: c for t, c in chk.items() if t in keep}
         fit = {t: c for t, c in fit.items() if t in keep} if fit is not None else None
     tasks = fit if fit is not None else chk
+    if a.bundle is not None and len(tasks) != 1:
+        raise SystemExit(f"false_trips.py: --bundle {a.bundle} is one task's: give --tasks TASK "
+                         f"(the folders hold {', '.join(sorted(tasks)) or 'none'})")
     if not tasks:
         raise SystemExit(f"false_trips.py: {a.fit or a.check}: no finished chunks (<task>_<seed>.jsonl with .json)")
     res: Dict[str, Dict] = {}
@@ -310,7 +325,7 @@ def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, Lis
             level = f"--trips-per-hour {per:g}"
         if a.successful_only:
             level += " --successful-only"
-        cl = calibrate(task, cells, a.rate, level, a.write, a.exe)
+        cl = calibrate(task, cells, a.rate, level, a.write, a.exe, a.bundle)
         c = check(chk.get(task, []), cl["q"], a.rate)
         f = faults(a.faults, task, cl["q"], a.within, a.fault_step)
         res[task] = {"closed_loop": cl, "check": c, "faults": f}
@@ -335,8 +350,8 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
     print("|---|---|---|---|---|")
     ship = {"trips": 0, "hours": 0.0, "in_successes": 0}
     for task in tasks:
-        thr, src = shipped_threshold(task, a.rate)
-        ceil = shipped_ceiling(task, a.rate)
+        thr, src = shipped_threshold(task, a.rate, a.bundle)
+        ceil = shipped_ceiling(task, a.rate, a.bundle)
         if ceil is not None:
             src += f", one-tick ceiling {ceil:.4g}"
         c = check(chk.get(task, []), thr, a.rate, ceil)
@@ -390,8 +405,8 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             part = by_load(chk.get(task, []), a.split_p50)[side == "heavy"]
             if not part:
                 continue
-            thr, _ = shipped_threshold(task, a.rate)
-            c = check(part, thr, a.rate, shipped_ceiling(task, a.rate))
+            thr, _ = shipped_threshold(task, a.rate, a.bundle)
+            c = check(part, thr, a.rate, shipped_ceiling(task, a.rate, a.bundle))
             ok = sum(succeeded(part).values())
             p50s = [json.loads(Path(str(x) + ".json").read_text())["inference_p50_ms"] for x in part]
             lo, hi = poisson_interval(c["trips"], c["hours"])

@@ -3,9 +3,10 @@
 # false trips per hour (docs/evaluation.md, "False trips per hour").
 #
 #   scripts/level0_hours.sh --out DIR --hours H --seed S [--tasks "t1 t2"] [--chunk N]
-#                           [--steps "assembly=10 hammer=10"] [--rate HZ]
+#                           [--steps "assembly=10 hammer=10"] [--rate HZ] [--bundle DIR]
 #
-# Drives the shipped EnergyFlow bundles (bundles/metaworld-<task>) at level 0
+# Drives the shipped EnergyFlow bundles (bundles/metaworld-<task>; --bundle DIR
+# drives a candidate instead, for one task only) at level 0
 # with `energyflow sim eval --observe-only`: every score is traced per tick
 # (JSONL) and none ends an episode, so scripts/stop_rules.py can replay any
 # rule on the whole of every episode. Tasks take turns, --chunk episodes at a
@@ -17,7 +18,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""
+out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""; bundle=""
 tasks="button-press drawer-open assembly bin-picking hammer"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,12 +29,18 @@ while [ $# -gt 0 ]; do
     --chunk) chunk=$2; shift 2 ;;
     --steps) ksets=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --bundle) bundle=$2; shift 2 ;;
     *) echo "level0_hours.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || { echo "level0_hours.sh: --out DIR is required" >&2; exit 2; }
+read -r -a tlist <<< "$tasks"
+if [ -n "$bundle" ] && [ ${#tlist[@]} -ne 1 ]; then
+  echo "level0_hours.sh: --bundle drives one task: give --tasks TASK (got ${#tlist[@]})" >&2; exit 2
+fi
+bundle_of() { echo "${bundle:-bundles/metaworld-$1}"; }
 for t in $tasks; do
-  [ -f "bundles/metaworld-$t/manifest.json" ] || { echo "level0_hours.sh: no bundle bundles/metaworld-$t" >&2; exit 2; }
+  [ -f "$(bundle_of "$t")/manifest.json" ] || { echo "level0_hours.sh: no bundle $(bundle_of "$t")" >&2; exit 2; }
 done
 make --no-print-directory build >/dev/null
 mkdir -p "$out"
@@ -64,7 +71,7 @@ while :; do
     k=""
     for kv in $ksets; do [ "${kv%%=*}" = "$t" ] && k=${kv#*=}; done
     echo "run    $t seeds $s-$((s + chunk - 1))${k:+ K=$k} ($h h so far)"
-    ./bin/energyflow sim eval --observe-only --task "$t" --bundle "bundles/metaworld-$t" --level 0 \
+    ./bin/energyflow sim eval --observe-only --task "$t" --bundle "$(bundle_of "$t")" --level 0 \
       --episodes "$chunk" --seed "$s" --rate "$rate" --max-steps 500 ${k:+--steps "$k"} \
       --scores "$base.jsonl" --json "$base.json.tmp" > "$base.txt" 2> "$base.log" || {
         echo "level0_hours.sh: $t seed $s failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }

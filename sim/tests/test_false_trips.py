@@ -91,3 +91,14 @@ def test_conformal_hours_counts_like_sim_calibrate(tmp_path):
     assert ft.conformal_hours([cell], 10.0) == pytest.approx((3 + 1) / hour)  # the arming ticks are not counted
     assert ft.conformal_hours([cell], 10.0, successful_only=True) == pytest.approx(3 / hour)
     assert ft.running_hours([cell], 10.0) == pytest.approx((4 + 3) / hour)  # arming tick, and the STOPPED tick after RUNNING
+
+
+def test_bundle_dir_candidate_or_shipped(tmp_path):
+    assert ft.bundle_dir("hammer") == ROOT / "bundles" / "metaworld-hammer"
+    assert ft.bundle_dir("hammer", tmp_path) == tmp_path
+    # a candidate's manifest is read, not the shipped one's
+    (tmp_path / "manifest.json").write_text('{"state_energy": {"calibration": {"quantiles": {"99.9": 6.5}}}, '
+                                            '"sampler": {"steps": 10}}')
+    thr, _ = ft.shipped_threshold("hammer", 10.0, tmp_path)
+    assert thr == 6.5
+    assert ft.shipped_ceiling("hammer", 10.0, tmp_path) is None

@@ -47,7 +47,12 @@ def main() -> None:
         results.append(r)
         print(f"episode {ep} seed {r['seed']}: success={r['success']} steps={r['steps']}", flush=True)
     k = sum(r["success"] for r in results)
-    print(f"{a.task} level {a.level}: success {k}/{len(results)} (no runtime)")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from eval_report import wilson
+
+    lo, hi = wilson(k, len(results)) if results else (0.0, 1.0)
+    print(f"{a.task} level {a.level}: success {k}/{len(results)} [{100 * lo:.1f}–{100 * hi:.1f} %, Wilson 95 %] "
+          "(no runtime)")
     if a.json:
         Path(a.json).write_text(json.dumps({"task": a.task, "level": a.level, "bundle": a.bundle,
                                             "max_steps": a.max_steps, "episodes": len(results), "successes": k,
