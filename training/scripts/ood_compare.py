@@ -67,10 +67,10 @@ its first --first steps), the episode AUROC through a window (--window N:M,
 the gate's 2 of 5 by default: each step's N-th largest score of the last M
 steps, the episode's max of that over its first --first steps; FIPER's alarm
 aggregates each of its indicators over the window, then takes both, as the
-paper aggregates them over short windows before the alarm), the fraction of level-0 steps above the held-out
-q99.9, absurd states against the q99.9, and, with --faults, each fault
-(``sim.world.FAULTS``, injected at --fault-step into level-0 expert
-episodes on the same seeds): the episodes with a step above the q99.9
+paper aggregates them over short windows before the alarm), the fraction of
+level-0 steps above the held-out q99.9, absurd states against the q99.9,
+and, with --faults, each fault (``sim.world.FAULTS``, injected at
+--fault-step into level-0 expert episodes on the same seeds): the episodes with a step above the q99.9
 within --within steps of the onset (20 = 1 s at the evaluation's 20 Hz) and
 the median delay. The expert reacts to a fault as the expert, not as a
 learned policy would; the closed-loop measurement is ``sim eval --fault``.
@@ -86,12 +86,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "training")]
+sys.path[:0] = [str(ROOT), str(ROOT / "training"), str(Path(__file__).resolve().parent)]
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from scipy.stats import rankdata  # noqa: E402
+from state_components import watched  # noqa: E402
 
 LEVELS = ("0", "S", "M", "L")
 
@@ -287,9 +288,6 @@ def boot_auroc(neg_eps, pos_eps, reps: int, rng) -> tuple:
 def window_max(x: np.ndarray, n: int, m: int, first: int) -> float:
     """The episode's largest n-of-m statistic over its first ``first`` steps: the highest threshold
     that the rule "n of the last m steps over it" would still trip on (-inf when it never has n steps)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from state_components import watched
-
     w = watched(np.asarray(x[:first], np.float64), n, m)
     return float(w.max()) if len(w) else float("-inf")
 
@@ -304,9 +302,6 @@ def episode_stats(per_lv: dict, thr: dict, keys, first: int, window=None) -> dic
             out[k] = [float(x[:first].max()) for x in per_lv[k]]
         elif k == "fiper":
             n, m = window
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from state_components import watched
-
             out[k] = [float(np.minimum(watched(ratio(r[:first], thr["rnd"]), n, m),
                                        watched(ratio(c[:first], thr["ace"]), n, m)).max())
                       for r, c in zip(per_lv["rnd"], per_lv["ace"])]

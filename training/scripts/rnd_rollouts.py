@@ -160,7 +160,8 @@ def main(argv=None) -> int:
             win = oc.boot_auroc([np.array([watched(x[:a.first]).max()]) for x in s["0"]],
                                 [np.array([watched(x[:a.first]).max()]) for x in s[lv]], a.boot, rng)
             rec["levels"][lv] = {"step": step, "episode": epi, "episode_window": win}
-            row.append(f"{step[0]:.3f} / {epi[0]:.3f} [{epi[1]:.2f}–{epi[2]:.2f}] / {win[0]:.3f} [{win[1]:.2f}–{win[2]:.2f}]")
+            row.append(f"{step[0]:.3f} / {epi[0]:.3f} [{epi[1]:.2f}–{epi[2]:.2f}] / "
+                       f"{win[0]:.3f} [{win[1]:.2f}–{win[2]:.2f}]")
         stat = [float(watched(f(e["cond"])).max()) for e in check]
         tripped = sum(v > thr for v in stat)
         rec["check"] = {"tripped": int(tripped), "of": len(check), "largest": max(stat)}
