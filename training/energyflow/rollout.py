@@ -83,24 +83,50 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
                    np.asarray(st["norm"]["std"], np.float32), std)
 
 
+def late_plan(acts: np.ndarray, pending: List[np.ndarray], To: int, Ta: int, d: int):
+    """The actions executed after a plan ``acts`` ``[T_p, D_a]`` that lands ``d`` steps late, as
+    through the runtime: the previous chunk's ``pending`` actions for d steps (its last one held
+    when it runs out; none at the start), then the new chunk from d steps in. Returns (actions,
+    the new chunk's tail, pending for the next plan)."""
+    late: List[np.ndarray] = []
+    if pending and d > 0:
+        late = (list(pending) + [pending[-1]] * d)[:d]
+    chunk = acts[To - 1:]
+    return late + list(chunk[d:Ta]), list(chunk[Ta:])
+
+
 def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int = 500,
-            policy_seed: Optional[int] = None) -> Dict:
+            policy_seed: Optional[int] = None, max_late: int = 0,
+            on_step: Optional[Callable[[List[np.ndarray]], None]] = None) -> Dict:
     """One closed-loop episode on a ``sim.world.World``: scene ``seed``, sampler
     noise from ``policy_seed`` (default: the scene seed). Returns success,
-    steps and the simulator's success step."""
+    steps and the simulator's success step.
+
+    ``max_late`` > 0 imitates the runtime's lateness: each plan lands d steps
+    late, d uniform in 0..max_late drawn after its noise (:func:`late_plan`).
+    ``on_step(history)`` sees the observation history (oldest first, the
+    newest last) at the reset and after every step."""
     To, Ta = planner.obs_horizon, planner.action_horizon
     o = world.reset(level=level, seed=seed)
     hist = [o] * To
     ps = seed if policy_seed is None else policy_seed
     rng = np.random.default_rng(ps)
-    steps = 0
+    if on_step is not None:
+        on_step(hist)
+    steps, pending = 0, []
     while steps < max_steps and not world.success:
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
         actions = planner.plan(planner.cond(hist), z)
-        for act in actions[0, To - 1:To - 1 + Ta]:
+        if max_late > 0:
+            run, pending = late_plan(actions[0], pending, To, Ta, int(rng.integers(0, max_late + 1)))
+        else:
+            run = actions[0, To - 1:To - 1 + Ta]
+        for act in run:
             o = world.step(act).obs
             hist.append(o)
             steps += 1
+            if on_step is not None:
+                on_step(hist)
             if world.success or steps >= max_steps:
                 break
         hist = hist[-To:]

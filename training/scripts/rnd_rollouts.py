@@ -11,9 +11,10 @@ landing a tick or more late, visits states near the demonstrations' but not on t
 calibrates on successful rollouts of the policy; this trains on them too.
 
 1. The bundle's policy drives --rollouts level-0 episodes straight on Meta-World
-   (``energyflow.rollout.load_planner``, the bundle's K) with the runtime's lateness imitated:
+   (``energyflow.rollout.rollout``, the bundle's K) with the runtime's lateness imitated:
    each plan lands d steps late, d uniform in 0..--max-late, the previous chunk running on
-   meanwhile (its last action held when it runs out), and the new chunk starts d steps in.
+   meanwhile (its last action held when it runs out), and the new chunk starts d steps in
+   (``energyflow.rollout.late_plan``).
    The first --fit-fraction of these episodes are the fit set, the rest the check set.
 2. RND (``state_term.train_rnd``, the state term's component, same seed and steps) is
    trained twice: on every step of the training demonstrations (``rnd_demo``, as the state
@@ -43,41 +44,20 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 import numpy as np  # noqa: E402
 
 
-def late_plan(acts: np.ndarray, pending: List[np.ndarray], To: int, Ta: int, d: int):
-    """The actions executed after a plan that lands ``d`` steps late: the previous chunk's
-    ``pending`` actions for d steps (its last one held when it runs out; none at the start),
-    then the new chunk from d steps in. Returns (actions, the new pending tail)."""
-    late: List[np.ndarray] = []
-    if pending and d > 0:
-        late = (list(pending) + [pending[-1]] * d)[:d]
-    chunk = acts[To - 1:]
-    return late + list(chunk[d:Ta]), list(chunk[Ta:])
-
-
 def policy_episodes(bundle: Path, task: str, n: int, seed: int, max_late: int, max_steps: int = 500):
-    """cond [L, D] of every step of n level-0 episodes driven by the bundle's policy, plans late."""
-    from energyflow.rollout import load_planner
+    """cond [L, D] of every step of n level-0 episodes driven by the bundle's policy, its plans
+    landing 0..max_late steps late (``energyflow.rollout.rollout``)."""
+    from energyflow.rollout import load_planner, rollout
     from sim.world import World
 
     pl = load_planner(bundle)
     w = World(task, camera_size=None)
-    To, Ta = pl.obs_horizon, pl.action_horizon
     out = []
     for i in range(n):
-        o = w.reset(level="0", seed=seed + i)
-        hist, rng = [o] * To, np.random.default_rng(seed + i)
-        conds, pending, steps = [pl.cond(hist)[0]], [], 0
-        while steps < max_steps and not w.success:
-            acts = pl.plan(pl.cond(hist[-To:]), rng.standard_normal((1,) + pl.noise_shape).astype(np.float32))[0]
-            seq, pending = late_plan(acts, pending, To, Ta, int(rng.integers(0, max_late + 1)))
-            for a in seq:
-                hist.append(w.step(a).obs)
-                steps += 1
-                conds.append(pl.cond(hist[-To:])[0])
-                if w.success or steps >= max_steps:
-                    break
-            hist = hist[-To:]
-        out.append({"seed": seed + i, "success": bool(w.success), "cond": np.stack(conds)})
+        conds: List[np.ndarray] = []
+        r = rollout(pl, w, seed + i, max_steps=max_steps, max_late=max_late,
+                    on_step=lambda hist: conds.append(pl.cond(hist)[0]))
+        out.append({"seed": seed + i, "success": r["success"], "cond": np.stack(conds)})
     w.close()
     return out
 

@@ -1,14 +1,9 @@
-"""The runtime's lateness as ``training/scripts/rnd_rollouts.py`` imitates it (``late_plan``)."""
-import importlib.util
-from pathlib import Path
-
+"""The runtime's lateness as ``energyflow.rollout`` imitates it (``late_plan``, used by
+``training/scripts/rnd_rollouts.py``)."""
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "rnd_rollouts.py"
-spec = importlib.util.spec_from_file_location("rnd_rollouts", SCRIPT)
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
+from energyflow.rollout import late_plan
 
 
 def chunk(base: int, n: int = 16) -> np.ndarray:
@@ -27,6 +22,6 @@ def chunk(base: int, n: int = 16) -> np.ndarray:
     ([[50]], 3, [50, 50, 50, 104], list(range(105, 116))),
 ])
 def test_late_plan(pending, d, want_run, want_pending) -> None:
-    run, rest = mod.late_plan(chunk(100), [np.array(p, np.float64) for p in pending], To=2, Ta=4, d=d)
+    run, rest = late_plan(chunk(100), [np.array(p, np.float64) for p in pending], To=2, Ta=4, d=d)
     assert [float(a[0]) for a in run] == want_run
     assert [float(a[0]) for a in rest] == want_pending
