@@ -30,14 +30,18 @@
 #                                              labelled by it; train the DP first;
 #                                              training/energyflow/distill.py)
 #
-# The shipped ButtonPress, DrawerOpen and BinPicking EnergyFlow bundles are distilled:
+# The shipped ButtonPress, DrawerOpen, BinPicking and Hammer EnergyFlow bundles are distilled:
 #   POLICY=diffusion scripts/train-defaults.sh button-press drawer-open
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh button-press drawer-open
 #   STEPS=20000 POLICY=diffusion FORCE=1 scripts/train-defaults.sh bin-picking
 #   TEACHER_SHIFT=1.5 FORCE=1 scripts/train-defaults.sh bin-picking
+#   POLICY=diffusion scripts/train-defaults.sh hammer
+#   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; docs/evaluation.md, "Distilling the
-# energy from Diffusion Policy"). Assembly and Hammer are not (their DP runs
-# were not kept as teachers): plain denoising score matching.
+# energy from Diffusion Policy" and "A distilled Hammer"; the shipped Hammer's
+# 10 Hz calibration comes from scripts/false_trips.py --write on its own hours).
+# Assembly is not (its DP run was not kept as a teacher): plain denoising
+# score matching.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
 #                                              the shipped one: STEPS=6000, about 45 min)
