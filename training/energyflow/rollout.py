@@ -86,8 +86,8 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
 def late_plan(acts: np.ndarray, pending: List[np.ndarray], To: int, Ta: int, d: int):
     """The actions executed after a plan ``acts`` ``[T_p, D_a]`` that lands ``d`` steps late, as
     through the runtime: the previous chunk's ``pending`` actions for d steps (its last one held
-    when it runs out; none at the start), then the new chunk from d steps in. Returns (actions,
-    the new chunk's tail, pending for the next plan)."""
+    when it runs out; none at the start), then the new chunk from d steps in. Returns (the
+    actions to execute, the new chunk's unexecuted tail: ``pending`` for the next plan)."""
     late: List[np.ndarray] = []
     if pending and d > 0:
         late = (list(pending) + [pending[-1]] * d)[:d]

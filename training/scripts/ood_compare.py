@@ -70,10 +70,11 @@ aggregates each of its indicators over the window, then takes both, as the
 paper aggregates them over short windows before the alarm), the fraction of
 level-0 steps above the held-out q99.9, absurd states against the q99.9,
 and, with --faults, each fault (``sim.world.FAULTS``, injected at
---fault-step into level-0 expert episodes on the same seeds): the episodes with a step above the q99.9
-within --within steps of the onset (20 = 1 s at the evaluation's 20 Hz) and
-the median delay. The expert reacts to a fault as the expert, not as a
-learned policy would; the closed-loop measurement is ``sim eval --fault``.
+--fault-step into level-0 expert episodes on the same seeds): the episodes
+with a step above the q99.9 within --within steps of the onset (20 = 1 s
+at the evaluation's 20 Hz) and the median delay. The expert reacts to a
+fault as the expert, not as a learned policy would; the closed-loop
+measurement is ``sim eval --fault``.
 """
 from __future__ import annotations
 
