@@ -5,6 +5,7 @@
         [--faults build/eval-obs] [--trips-per-hour auto|R] [--write] [--sweep "6 10 20"] [--json FILE]
     .venv/bin/python scripts/false_trips.py --check build/hours/c     (the shipped thresholds only)
     .venv/bin/python scripts/false_trips.py --check build/hours/e --fit-below 60480 [...]
+    .venv/bin/python scripts/false_trips.py --check build/hours/f --check build/hours/e:60480 --rate 10
 
 For each task with chunks in --fit (scripts/level0_hours.sh: <task>_<seed>.{jsonl,json}, the stop
 observing only), runs `energyflow sim calibrate --score state_energy --traces ...` on that task's
@@ -31,6 +32,9 @@ exact Poisson 95 % interval, and per task the fresh episodes that succeeded (Wil
 --fit only this table is printed, for the tasks of --check.
 --fit-below SEED instead of --fit splits one folder: the chunks of --check whose first seed is below
 SEED are the fit set, the others the fresh ones.
+--check may be repeated: the folders' chunks are pooled per task, and the "all" rows pool the tasks
+(one figure per running hour across the tasks). --check DIR:SEED keeps the chunks of DIR whose first
+seed is at least SEED: the fresh part of a folder an earlier --fit-below calibrated on.
 --bundle DIR reads (and with --write writes) a candidate bundle instead of the shipped one, for one
 task (--tasks TASK).
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
@@ -63,6 +67,21 @@ def chunks(d: Path) -> Dict[str, List[Path]]:
         if j.with_suffix(".jsonl").exists():
             out[sr.task_of(str(j.with_suffix("")))].append(j.with_suffix(""))
     return dict(out)
+
+
+def check_sets(specs: List[str]) -> Dict[str, List[Path]]:
+    """Per task, the finished chunks of every --check DIR[:FIRST_SEED], pooled: with FIRST_SEED, only
+    the chunks of DIR whose first seed is at least that (the fresh part of a folder that was also fitted on)."""
+    out: Dict[str, List[Path]] = defaultdict(list)
+    for spec in specs:
+        d, sep, tail = spec.rpartition(":")
+        if not (sep and tail.isdigit()):
+            d, tail = spec, ""
+        if not Path(d).is_dir():
+            raise SystemExit(f"false_trips.py: --check {spec}: {d} is not a folder")
+        for task, cs in chunks(Path(d)).items():
+            out[task].extend(c for c in cs if not tail or first_seed(c) >= int(tail))
+    return {t: sorted(set(cs)) for t, cs in out.items() if cs}
 
 
 def first_seed(cell: Path) -> int:
@@ -246,7 +265,9 @@ def main() -> None:
                                                           "only the shipped bundles' thresholds are checked)")
     ap.add_argument("--fit-below", type=int, default=None, help="instead of --fit: calibrate on the chunks of "
                                                                   "--check whose first seed is below this, check on the rest")
-    ap.add_argument("--check", required=True, type=Path, help="level0_hours.sh folder of fresh level-0 driving")
+    ap.add_argument("--check", required=True, action="append", metavar="DIR[:FIRST_SEED]",
+                    help="level0_hours.sh folder of fresh level-0 driving; repeat it to pool several folders, and "
+                         "add :FIRST_SEED to keep only the chunks whose first seed is at least that")
     ap.add_argument("--faults", type=Path, default=None, help="folder of sim eval --observe-only fault cells")
     ap.add_argument("--trips-per-hour", default="auto", help="rate to certify per task, or auto")
     ap.add_argument("--alpha", type=float, default=0.0, help="certify this per-episode level instead of a rate per hour")
@@ -266,7 +287,7 @@ def main() -> None:
                                                                     "inference p50 at most this many ms, and above it")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
-    chk = chunks(a.check)
+    chk = check_sets(a.check)
     fit = chunks(a.fit) if a.fit is not None else None
     if a.fit_below is not None:
         if fit is not None:
@@ -281,7 +302,7 @@ def main() -> None:
         raise SystemExit(f"false_trips.py: --bundle {a.bundle} is one task's: give --tasks TASK "
                          f"(the folders hold {', '.join(sorted(tasks)) or 'none'})")
     if not tasks:
-        raise SystemExit(f"false_trips.py: {a.fit or a.check}: no finished chunks (<task>_<seed>.jsonl with .json)")
+        raise SystemExit(f"false_trips.py: {a.fit or ' '.join(a.check)}: no finished chunks (<task>_<seed>.jsonl with .json)")
     res: Dict[str, Dict] = {}
     if fit is not None:
         fitted(a, fit, chk, res)

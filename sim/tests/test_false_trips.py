@@ -79,6 +79,25 @@ def test_split_below():
     assert chk == {"assembly": [Path("d/assembly_60480"), Path("d/assembly_64000")], "hammer": [Path("d/hammer_70000")]}
 
 
+def test_check_sets_pools_folders(tmp_path):
+    # two folders; in the second only the chunks from seed 60480 on are fresh
+    for d, names in {"f": ["button-press_62000", "drawer-open_62010"],
+                     "e": ["assembly_60000", "assembly_60480", "assembly_64000"]}.items():
+        (tmp_path / d).mkdir()
+        for n in names:
+            (tmp_path / d / f"{n}.jsonl").write_text("")
+            (tmp_path / d / f"{n}.json").write_text("{}")
+    (tmp_path / "e" / "assembly_64010.jsonl").write_text("")  # unfinished: no .json summary yet
+    got = ft.check_sets([str(tmp_path / "f"), f"{tmp_path / 'e'}:60480"])
+    assert got == {"button-press": [tmp_path / "f" / "button-press_62000"],
+                   "drawer-open": [tmp_path / "f" / "drawer-open_62010"],
+                   "assembly": [tmp_path / "e" / "assembly_60480", tmp_path / "e" / "assembly_64000"]}
+    # a folder given twice counts its chunks once
+    assert ft.check_sets([str(tmp_path / "f"), str(tmp_path / "f")])["button-press"] == [tmp_path / "f" / "button-press_62000"]
+    with pytest.raises(SystemExit, match="is not a folder"):
+        ft.check_sets([str(tmp_path / "missing")])
+
+
 def test_conformal_hours_counts_like_sim_calibrate(tmp_path):
     # two episodes: the first succeeds (arming tick + 3 running), the second fails (IDLE, arming + 1)
     states = [(0, "IDLE"), (0, "RUNNING"), (0, "RUNNING"), (0, "RUNNING"), (0, "RUNNING"),
