@@ -79,8 +79,11 @@ def check_sets(specs: List[str]) -> Dict[str, List[Path]]:
             d, tail = spec, ""
         if not Path(d).is_dir():
             raise SystemExit(f"false_trips.py: --check {spec}: {d} is not a folder")
-        for task, cs in chunks(Path(d)).items():
-            out[task].extend(c for c in cs if not tail or first_seed(c) >= int(tail))
+        cells = chunks(Path(d))
+        if tail:
+            _, cells = split_below(cells, int(tail))
+        for task, cs in cells.items():
+            out[task].extend(cs)
     return {t: sorted(set(cs)) for t, cs in out.items() if cs}
 
 
