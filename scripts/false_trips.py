@@ -405,15 +405,18 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
             print(f"{task}: {sum(ok)}/{len(ok)} fresh episodes succeeded = {100 * sum(ok) / len(ok):.1f} % "
                   f"[{100 * lo:.1f}–{100 * hi:.1f} %, Wilson 95 %]")
     if a.sweep:
-        print(f"\n| task | threshold | fresh: episodes tripped | fresh: trips per hour (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
+        print(f"\n| task | threshold | fresh: episodes tripped | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) | faults caught within {a.within / a.rate:g} s |")
         print("|---|---|---|---|---|")
         for task in tasks:
             for thr in [float(v) for v in a.sweep.split()]:
                 c = check(chk.get(task, []), thr, a.rate)
                 f = faults(a.faults, task, thr, a.within, a.fault_step)
                 fs = "; ".join(f"{k} {v['caught']}/{v['of']}" for k, v in f.items()) or "–"
-                per = f"{c['per_hour']:.1f}" if c["per_hour"] is not None else "–"
-                print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {per} "
+                per = "–"
+                if c["hours"]:
+                    lo, hi = poisson_interval(c["trips"], c["hours"])
+                    per = f"{c['per_hour']:.1f} [{lo:.2f}–{hi:.2f}]"
+                print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {c['trips']} / {c['hours']:.3f} h = {per} "
                       f"({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
                 res.setdefault("sweep", {}).setdefault(task, {})[f"{thr:g}"] = {"check": c, "faults": f}
 
