@@ -334,6 +334,15 @@ def poisson_interval(k: int, hours: float) -> tuple:
     return lower / hours, upper / hours
 
 
+def rate_cell(trips: int, hours: float, rate_digits: int = 1, ci_digits: int = 2) -> str:
+    """"k / H h = rate [lo–hi]": trips per running hour with its exact Poisson 95 % interval, as the
+    tables print it ("–" for the rate when no hours were driven)."""
+    if not hours:
+        return f"{trips} / {hours:.3f} h = –"
+    lo, hi = poisson_interval(trips, hours)
+    return f"{trips} / {hours:.3f} h = {trips / hours:.{rate_digits}f} [{lo:.{ci_digits}f}–{hi:.{ci_digits}f}]"
+
+
 def fitted(a: argparse.Namespace, fit: Dict[str, List[Path]], chk: Dict[str, List[Path]], res: Dict) -> None:
     """The table of thresholds fitted on --fit and replayed on --check."""
     print("| task | calibration: episodes, hours, rate certified | threshold q (alpha/episode) "
@@ -412,11 +421,7 @@ def shipped(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]],
                 c = check(chk.get(task, []), thr, a.rate)
                 f = faults(a.faults, task, thr, a.within, a.fault_step)
                 fs = "; ".join(f"{k} {v['caught']}/{v['of']}" for k, v in f.items()) or "–"
-                per = "–"
-                if c["hours"]:
-                    lo, hi = poisson_interval(c["trips"], c["hours"])
-                    per = f"{c['per_hour']:.1f} [{lo:.2f}–{hi:.2f}]"
-                print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {c['trips']} / {c['hours']:.3f} h = {per} "
+                print(f"| {task} | {thr:g} | {c['episodes_tripped']}/{c['episodes']} | {rate_cell(c['trips'], c['hours'])} "
                       f"({c['trips_in_successes']}, {c['trips_in_failures']}) | {fs} |")
                 res.setdefault("sweep", {}).setdefault(task, {})[f"{thr:g}"] = {"check": c, "faults": f}
 
@@ -436,18 +441,16 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             c = check(part, thr, a.rate, shipped_ceiling(task, a.rate, a.bundle))
             ok = sum(succeeded(part).values())
             p50s = [json.loads(Path(str(x) + ".json").read_text())["inference_p50_ms"] for x in part]
-            lo, hi = poisson_interval(c["trips"], c["hours"])
             rng = f"{'≤' if side == 'light' else '>'} {a.split_p50:g} ms (median {statistics.median(p50s):.0f})"
             print(f"| {task} | {rng} | {len(part)} | {ok}/{c['episodes']} "
-                  f"| {c['trips']} / {c['hours']:.3f} h = {c['per_hour']:.1f} [{lo:.1f}–{hi:.1f}] ({c['trips_in_successes']}, {c['trips_in_failures']}) |")
+                  f"| {rate_cell(c['trips'], c['hours'], 1, 1)} ({c['trips_in_successes']}, {c['trips_in_failures']}) |")
             tot["trips"] += c["trips"]
             tot["hours"] += c["hours"]
             res.setdefault("split", {}).setdefault(side, {})[task] = c
         if tot["hours"]:
-            lo, hi = poisson_interval(tot["trips"], tot["hours"])
             # two decimals on the totals: the bound is compared with issue 20's 1 per hour
             print(f"| all, p50 {'≤' if side == 'light' else '>'} {a.split_p50:g} ms | | | "
-                  f"| {tot['trips']} / {tot['hours']:.3f} h = {tot['trips'] / tot['hours']:.2f} [{lo:.2f}–{hi:.2f}] |")
+                  f"| {rate_cell(tot['trips'], tot['hours'], 2, 2)} |")
 
 
 if __name__ == "__main__":

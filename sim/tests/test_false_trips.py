@@ -24,6 +24,15 @@ def test_poisson_interval(k, hours, lo, hi):
     assert got == pytest.approx((lo, hi), abs=0.05)
 
 
+@pytest.mark.parametrize("k,hours,digits,want", [
+    (4, 2.474, (1, 2), "4 / 2.474 h = 1.6 [0.44–4.14]"),    # BinPicking's fresh 10 Hz check (docs/evaluation.md)
+    (0, 3.769, (1, 1), "0 / 3.769 h = 0.0 [0.0–1.0]"),      # a task row of the --split-p50 table
+    (4, 9.884, (2, 2), "4 / 9.884 h = 0.40 [0.11–1.04]"),   # its totals: two decimals
+    (0, 0.0, (1, 2), "0 / 0.000 h = –"),                    # nothing driven: no rate
+])
+def test_rate_cell(k, hours, digits, want):
+    assert ft.rate_cell(k, hours, *digits) == want
+
 @pytest.mark.parametrize("p50s,ms,light,heavy", [
     ([90.0, 130.0, 170.0], 130.0, ["c0", "c1"], ["c2"]),  # at the limit counts as light
     ([90.0, 95.0], 50.0, [], ["c0", "c1"]),
