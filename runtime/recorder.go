@@ -110,6 +110,9 @@ func (r *recorder) flush(reason string) {
 	r.ep = nil
 	r.mu.Unlock()
 	if ep == nil || ep.Actions.Steps() == 0 {
+		if reason == "shutdown" {
+			r.saving.Wait() // a trip's save may still be writing
+		}
 		return
 	}
 	ep.StopReason = reason

@@ -500,6 +500,10 @@ type evalFlags struct {
 	// watchScores is it parsed by prepare.
 	watch       string
 	watchScores []string
+	// record is sim eval --record: a directory under which every episode
+	// is recorded in HDF5 (the runtime's recording, docs/sim.md), one
+	// folder per episode named TASK_SEED ("": no recording).
+	record string
 }
 
 func (e *evalFlags) register(fs *flag.FlagSet) {
@@ -585,6 +589,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	var e evalFlags
 	e.register(fs)
 	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, state_energy alone with the state term, else its calibration's score")
+	fs.StringVar(&e.record, "record", "", "record every episode in HDF5 (the arm's state, actions and scores of each running tick, and the safety events) under this directory, one folder per episode named TASK_SEED, to look at what the robot saw when the stop tripped (needs a cgo build with libhdf5)")
 	fs.BoolVar(&e.observeOnly, "observe-only", false, "run the energy stop as an observer: every score is traced (--scores) but none ends an episode, so the traces run to success or the step limit and scripts/stop_rules.py can replay any rule on them; every other stop still acts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -675,6 +680,11 @@ func episodeConfig(root string, e *evalFlags, b *bridge, idx int) (*runtime.Conf
 	}
 	for _, name := range e.watchScores {
 		cfg.Safety.Energy.Scores = append(cfg.Safety.Energy.Scores, safety.ScoreConfig{Name: name})
+	}
+	if e.record != "" {
+		cfg.Recording.Enabled = true
+		cfg.Recording.Dir = filepath.Join(e.record, fmt.Sprintf("%s_%d", e.task, e.seed+idx))
+		cfg.Recording.MaxSteps = e.maxSteps + 1 // the whole episode in one file
 	}
 	cfg.Log.Level = "warn"
 	if e.verbose {

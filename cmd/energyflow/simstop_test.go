@@ -135,8 +135,9 @@ func hostStop(kind string) bool {
 func TestSimEvalZeroStateStops(t *testing.T) {
 	const faultStep = 40
 	const maxDelay = 500 * time.Millisecond
+	rec := t.TempDir()
 	s, ticks := runStopEval(t, "--episodes", "2", "--max-steps", "100", "--seed", "1000",
-		"--fault", "zero_state", "--fault-step", fmt.Sprint(faultStep))
+		"--fault", "zero_state", "--fault-step", fmt.Sprint(faultStep), "--record", rec)
 	if len(s.Results) != 2 {
 		t.Fatalf("%d episodes, want 2", len(s.Results))
 	}
@@ -161,6 +162,10 @@ func TestSimEvalZeroStateStops(t *testing.T) {
 		case err != nil:
 			t.Errorf("episode %d: ended %s (stop %q at tick %d): %v", r.Episode, r.End, r.StopKind, r.StopTick, err)
 			continue
+		}
+		// --record: the episode, trip included, is on disk, complete.
+		if saved, _ := filepath.Glob(filepath.Join(rec, fmt.Sprintf("button-press_%d", r.Seed), "*.hdf5")); len(saved) != 1 {
+			t.Errorf("episode %d: --record saved %q, want one recording in %s", r.Episode, saved, fmt.Sprintf("button-press_%d", r.Seed))
 		}
 		delay := time.Duration(r.StopTick-onset) * period
 		switch {
