@@ -3,7 +3,7 @@
 # false trips per hour (docs/evaluation.md, "False trips per hour").
 #
 #   scripts/level0_hours.sh --out DIR --hours H --seed S [--tasks "t1 t2"] [--chunk N]
-#                           [--steps "assembly=10 hammer=10"] [--rate HZ] [--bundle DIR]
+#                           [--steps "assembly=10 hammer=10"] [--rate HZ] [--bundle DIR] [--record]
 #
 # Drives the shipped EnergyFlow bundles (bundles/metaworld-<task>; --bundle DIR
 # drives a candidate instead, for one task only) at level 0
@@ -14,11 +14,13 @@
 # of every chunk in DIR add up to --hours at --rate: an interrupted run
 # resumes, and the tasks' shares stay balanced whenever it is stopped.
 # Episode i of a task's chunk c has scene and sampler seed S + c*N + i.
-# --steps sets K per task (default: the bundle manifest's).
+# --steps sets K per task (default: the bundle manifest's). --record keeps
+# every episode's states too (`sim eval --record`, HDF5 under DIR/recordings/
+# TASK_SEED/), for scripts/explain_trip.py.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""; bundle=""
+out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""; bundle=""; record=""
 tasks="button-press drawer-open assembly bin-picking hammer"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
     --steps) ksets=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --bundle) bundle=$2; shift 2 ;;
+    --record) record=1; shift ;;
     *) echo "level0_hours.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +75,7 @@ while :; do
     for kv in $ksets; do [ "${kv%%=*}" = "$t" ] && k=${kv#*=}; done
     echo "run    $t seeds $s-$((s + chunk - 1))${k:+ K=$k} ($h h so far)"
     ./bin/energyflow sim eval --observe-only --task "$t" --bundle "$(bundle_of "$t")" --level 0 \
-      --episodes "$chunk" --seed "$s" --rate "$rate" --max-steps 500 ${k:+--steps "$k"} \
+      --episodes "$chunk" --seed "$s" --rate "$rate" --max-steps 500 ${k:+--steps "$k"} ${record:+--record "$out/recordings"} \
       --scores "$base.jsonl" --json "$base.json.tmp" > "$base.txt" 2> "$base.log" || {
         echo "level0_hours.sh: $t seed $s failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
     mv "$base.json.tmp" "$base.json"
