@@ -1,4 +1,5 @@
-"""``training/scripts/state_probe.py``: the constructed scenes it reads the state score on."""
+"""``training/scripts/state_probe.py``: the constructed scenes it reads the state score on;
+``state_floor.py``: the input scale it retrains the state term with."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -55,3 +56,18 @@ def test_changes_keep_the_scene_at_rest():
         if newest:
             newest_only.append(label)
     assert newest_only == ["arm state zeroed, its first reading"]
+
+
+FLOOR = Path(__file__).resolve().parents[1] / "scripts" / "state_floor.py"
+fspec = importlib.util.spec_from_file_location("state_floor", FLOOR)
+sf = importlib.util.module_from_spec(fspec)
+fspec.loader.exec_module(sf)
+
+
+@pytest.mark.parametrize("std,floor,frames,want", [
+    ([0.003, 0.03, 0.3], 0.0, 2, [1, 1, 1, 1, 1, 1]),               # floor 0: the shipped term, unscaled
+    ([0.003, 0.03, 0.3], 0.03, 1, [0.1, 1, 1]),                      # finer than the floor: scaled down to it
+    ([0.003, 0.03, 0.3], 0.1, 2, [0.03, 0.3, 1, 0.03, 0.3, 1]),      # tiled over the cond's frames
+])
+def test_state_floor_input_scale(std, floor, frames, want):
+    assert sf.input_scale(np.array(std), floor, frames) == pytest.approx(np.array(want, np.float32))
