@@ -20,6 +20,7 @@ import (
 
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/runtime"
+	"github.com/energyflow/edge/runtime/record"
 	"github.com/energyflow/edge/safety"
 )
 
@@ -604,6 +605,14 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if e.observeOnly && e.watch != "" {
 		return fail(usageError{fmt.Errorf("--watch %q with --observe-only: an observing stop watches nothing; drop one of them", e.watch)})
+	}
+	if e.record != "" {
+		if !record.Supported() {
+			return fail(usageError{fmt.Errorf("--record %s: %w", e.record, record.ErrNoHDF5)})
+		}
+		if err := os.MkdirAll(e.record, 0o755); err != nil {
+			return fail(usageError{fmt.Errorf("--record: %w", err)})
+		}
 	}
 	if err := e.prepare(root); err != nil {
 		return fail(err)

@@ -43,6 +43,7 @@ func TestSimBadArguments(t *testing.T) {
 		{"no such bundle", []string{"sim", "--bundle", "bundles/nope"}, "", exitUsage,
 			[]string{"--bundle bundles/nope: no such folder"}, []string{"pass --bundle"}},
 		{"bundle is a file", []string{"sim", "eval", "--bundle", filepath.Join(root, "go.mod")}, "", exitUsage, []string{"not a folder"}, nil},
+		{"eval: record into a file", []string{"sim", "eval", "--record", filepath.Join(root, "go.mod")}, "", exitUsage, []string{"--record: mkdir", "not a directory"}, nil},
 		{"folder without manifest", []string{"sim", "--bundle", empty}, "", exitUsage, []string{"no manifest.json — is it an engine bundle?"}, nil},
 		{"calibrate: too few episodes for alpha", []string{"sim", "calibrate", "--episodes", "10", "--alpha", "0.05"}, "", exitUsage,
 			[]string{"leaves 5 conformal episodes, which cannot certify --alpha 0.05: need at least 19 (pass --episodes 38, or a larger --alpha)"}, nil},

@@ -163,7 +163,7 @@ func TestSimEvalZeroStateStops(t *testing.T) {
 			t.Errorf("episode %d: ended %s (stop %q at tick %d): %v", r.Episode, r.End, r.StopKind, r.StopTick, err)
 			continue
 		}
-		// --record: the episode, trip included, is on disk, complete.
+		// --record: the episode, up to its trip, is on disk, complete.
 		if saved, _ := filepath.Glob(filepath.Join(rec, fmt.Sprintf("button-press_%d", r.Seed), "*.hdf5")); len(saved) != 1 {
 			t.Errorf("episode %d: --record saved %q, want one recording in %s", r.Episode, saved, fmt.Sprintf("button-press_%d", r.Seed))
 		}

@@ -185,3 +185,6 @@ func (w *h5w) attrI64(obj C.hid_t, name string, v int64) {
 		w.fail("attribute " + name)
 	}
 }
+
+// Supported reports whether this build writes HDF5 (a cgo build with libhdf5).
+func Supported() bool { return true }
