@@ -73,7 +73,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     from energyflow.data import load_hdf5, split_demos
     from energyflow.rollout import load_planner
     from sim.world import World
-    from state_probe import changes
+    from state_probe import changes, history
 
     bundle = Path(a.bundle)
     man = read_manifest(bundle)
@@ -104,9 +104,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                 continue
             vals = []
             for o in bases:
-                new = change(o)
-                hist = [o] * (frames - 1) + [new] if newest else [new] * frames
-                vals.append(float(st.read(reading, planner.cond(hist))[0]))
+                vals.append(float(st.read(reading, planner.cond(history(o, change, newest, frames)))[0]))
             col[label] = f"{np.median(vals):.4g}"
         table[floor] = col
         print(f"floor {floor}: done", file=sys.stderr, flush=True)

@@ -88,6 +88,13 @@ def changes() -> List[Tuple[str, Change, bool]]:
     return out
 
 
+def history(o: np.ndarray, change: Change, newest_only: bool, frames: int) -> List[np.ndarray]:
+    """The ``frames`` observations the state term reads for scene ``o`` changed by ``change``:
+    every frame changed (at rest), or only the newest (the change's first reading)."""
+    new = change(o)
+    return [o] * (frames - 1) + [new] if newest_only else [new] * frames
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bundle", required=True)
@@ -118,8 +125,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     for label, change, newest_only in changes():
         rows: Dict[str, List[float]] = {c: [] for c in ["state_energy"] + comps}
         for o in bases:
-            new = change(o)
-            hist = [o] * (planner.obs_horizon - 1) + [new] if newest_only else [new] * planner.obs_horizon
+            hist = history(o, change, newest_only, planner.obs_horizon)
             se, z = sess.run([out_name, z_name], {"cond": planner.cond(hist)})
             rows["state_energy"].append(float(np.asarray(se).reshape(-1)[0]))
             for c, v in per_component(np.asarray(z, np.float64).reshape(1, -1), names).items():

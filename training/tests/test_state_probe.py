@@ -71,3 +71,14 @@ fspec.loader.exec_module(sf)
 ])
 def test_state_floor_input_scale(std, floor, frames, want):
     assert sf.input_scale(np.array(std), floor, frames) == pytest.approx(np.array(want, np.float32))
+
+
+@pytest.mark.parametrize("newest_only,frames,want_changed", [
+    (False, 2, [True, True]),    # at rest: every frame the term reads is changed
+    (True, 2, [False, True]),    # the change's first reading: only the newest frame
+    (True, 3, [False, False, True]),
+])
+def test_history(newest_only, frames, want_changed):
+    o = np.zeros(39)
+    h = sp.history(o, lambda x: x + 1, newest_only, frames)
+    assert [bool(f[0] == 1) for f in h] == want_changed
