@@ -39,6 +39,10 @@ seed is at least SEED: the fresh part of a folder an earlier --fit-below calibra
 task (--tasks TASK).
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
+With --per-chunk, a table per chunk at the shipped threshold: its inference p50 and p90, the episodes
+that failed, the episodes whose 2-of-5 statistic (stop_rules.critical: the lowest threshold that never
+trips the episode) is over the threshold, and the largest statistic; and per task the statistic's
+quantiles over every episode, the spread a threshold has to clear.
 Prints markdown tables.
 """
 from __future__ import annotations
@@ -288,6 +292,8 @@ def main() -> None:
                                                  "driving's trips per hour and the faults caught at each")
     ap.add_argument("--split-p50", type=float, default=0.0, help="also the shipped table for the chunks with "
                                                                     "inference p50 at most this many ms, and above it")
+    ap.add_argument("--per-chunk", action="store_true", help="also a table per chunk: latency, failures, "
+                                                              "episodes over the shipped threshold")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     chk = check_sets(a.check)
@@ -312,6 +318,8 @@ def main() -> None:
     shipped(a, list(tasks), chk, res)
     if a.split_p50:
         split(a, list(tasks), chk, res)
+    if a.per_chunk:
+        per_chunk(a, list(tasks), chk, res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
 
@@ -451,6 +459,38 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             # two decimals on the totals: the bound is compared with issue 20's 1 per hour
             print(f"| all, p50 {'≤' if side == 'light' else '>'} {a.split_p50:g} ms | | | "
                   f"| {rate_cell(tot['trips'], tot['hours'], 2, 2)} |")
+
+
+def statistics_of(cell: Path) -> List[float]:
+    """Each episode's 2-of-5 statistic (stop_rules.critical) in one chunk, in episode order."""
+    return [sr.critical(lines, 2, 5) for _, lines in sorted(sr.load(str(cell), "state_energy").items())]
+
+
+def per_chunk(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
+    """Per chunk at the shipped threshold: latency, failures, episodes over it, the largest statistic;
+    per task the statistic's quantiles over every episode."""
+    print("\n| chunk | inference p50 / p90 ms | episodes failed | episodes over the threshold | largest 2-of-5 statistic |")
+    print("|---|---|---|---|---|")
+    every: Dict[str, List[float]] = defaultdict(list)
+    for task in tasks:
+        thr, _ = shipped_threshold(task, a.rate, a.bundle)
+        for c in sorted(chk.get(task, []), key=first_seed):
+            j = json.loads(Path(str(c) + ".json").read_text())
+            st = statistics_of(c)
+            every[task] += st
+            failed = sum(not r["success"] for r in j["results"])
+            print(f"| {c.name} | {j['inference_p50_ms']:.0f} / {j['inference_p90_ms']:.0f} | {failed} "
+                  f"| {sum(x > thr for x in st)} | {max(st):.4g} |")
+            res.setdefault("per_chunk", {})[str(c)] = {"p50": j["inference_p50_ms"], "p90": j["inference_p90_ms"],
+                                                      "failed": failed, "statistics": st}
+    print("\n| task | episodes | 2-of-5 statistic over episodes: q50 / q90 / q99 / max |")
+    print("|---|---|---|")
+    for task, st in every.items():
+        if len(st) > 1:
+            q = [statistics.quantiles(st, n=100, method="inclusive")[i] for i in (49, 89, 98)]
+        else:
+            q = [st[0]] * 3  # one episode: every quantile is its statistic
+        print(f"| {task} | {len(st)} | {q[0]:.4g} / {q[1]:.4g} / {q[2]:.4g} / {max(st):.4g} |")
 
 
 if __name__ == "__main__":

@@ -130,3 +130,29 @@ def test_bundle_dir_candidate_or_shipped(tmp_path):
     thr, _ = ft.shipped_threshold("hammer", 10.0, tmp_path)
     assert thr == 6.5
     assert ft.shipped_ceiling("hammer", 10.0, tmp_path) is None
+
+
+def test_per_chunk(tmp_path, capsys):
+    """One row per chunk at the threshold, and the statistic's quantiles per task."""
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text('{"state_energy": {"calibration": {"quantiles": {"99.9": 10.0}}}}')
+    traces = {  # episode 0 holds two readings of 50 within five ticks: over 10; episode 1 one reading only
+        "assembly_70000": [[1, 50, 1, 50, 1], [1, 50, 1, 1, 1, 1, 1, 50]],
+        "assembly_70010": [[2, 3, 2, 3]],
+    }
+    for name, eps in traces.items():
+        cell = tmp_path / name
+        cell.with_suffix(".jsonl").write_text("".join(
+            f'{{"episode": {e}, "state": "RUNNING", "state_energy": {x}}}\n' for e, xs in enumerate(eps) for x in xs))
+        cell.with_suffix(".json").write_text(
+            '{"inference_p50_ms": 80, "inference_p90_ms": 120, "results": [%s]}'
+            % ", ".join('{"episode": %d, "success": %s}' % (e, "false" if e else "true") for e in range(len(eps))))
+    a = ft.argparse.Namespace(rate=10.0, bundle=bundle)
+    res: dict = {}
+    ft.per_chunk(a, ["assembly"], {"assembly": [tmp_path / "assembly_70010", tmp_path / "assembly_70000"]}, res)
+    rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| assembly")]
+    assert rows[0] == "| assembly_70000 | 80 / 120 | 1 | 1 | 50 |"     # sorted by first seed
+    assert rows[1] == "| assembly_70010 | 80 / 120 | 0 | 0 | 3 |"
+    assert rows[2].startswith("| assembly | 3 | ") and rows[2].endswith(" / 50 |")
+    assert res["per_chunk"][str(tmp_path / "assembly_70000")]["statistics"] == [50.0, 1.0]
