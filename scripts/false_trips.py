@@ -41,8 +41,9 @@ With --split-p50 MS, the shipped table is repeated for the chunks whose inferenc
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
 With --per-chunk, a table per chunk at the shipped threshold: its inference p50 and p90, the episodes
 that failed, the episodes whose 2-of-5 statistic (stop_rules.critical: the lowest threshold that never
-trips the episode) is over the threshold, and the largest statistic; and per task the statistic's
-quantiles over every episode, the spread a threshold has to clear.
+trips the episode) is over the threshold, and the largest statistic; and per task the chunks' median
+(range) of inference p50 and p90, and the statistic's quantiles over every episode, the spread a
+threshold has to clear.
 Prints markdown tables.
 """
 from __future__ import annotations
@@ -483,14 +484,18 @@ def per_chunk(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]
                   f"| {sum(x > thr for x in st)} | {max(st):.4g} |")
             res.setdefault("per_chunk", {})[str(c)] = {"p50": j["inference_p50_ms"], "p90": j["inference_p90_ms"],
                                                       "failed": failed, "statistics": st}
-    print("\n| task | episodes | 2-of-5 statistic over episodes: q50 / q90 / q99 / max |")
-    print("|---|---|---|")
+    print("\n| task | chunks' inference p50 / p90 ms, median (range) | episodes | 2-of-5 statistic over episodes: q50 / q90 / q99 / max |")
+    print("|---|---|---|---|")
     for task, st in every.items():
+        lat = []
+        for key in ("inference_p50_ms", "inference_p90_ms"):
+            v = [json.loads(Path(str(c) + ".json").read_text())[key] for c in chk.get(task, [])]
+            lat.append(f"{statistics.median(v):.0f} ({min(v):.0f}–{max(v):.0f})")
         if len(st) > 1:
             q = [statistics.quantiles(st, n=100, method="inclusive")[i] for i in (49, 89, 98)]
         else:
             q = [st[0]] * 3  # one episode: every quantile is its statistic
-        print(f"| {task} | {len(st)} | {q[0]:.4g} / {q[1]:.4g} / {q[2]:.4g} / {max(st):.4g} |")
+        print(f"| {task} | {lat[0]} / {lat[1]} | {len(st)} | {q[0]:.4g} / {q[1]:.4g} / {q[2]:.4g} / {max(st):.4g} |")
 
 
 if __name__ == "__main__":

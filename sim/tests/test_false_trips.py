@@ -154,5 +154,5 @@ def test_per_chunk(tmp_path, capsys):
     rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| assembly")]
     assert rows[0] == "| assembly_70000 | 80 / 120 | 1 | 1 | 50 |"     # sorted by first seed
     assert rows[1] == "| assembly_70010 | 80 / 120 | 0 | 0 | 3 |"
-    assert rows[2].startswith("| assembly | 3 | ") and rows[2].endswith(" / 50 |")
+    assert rows[2].startswith("| assembly | 80 (80–80) / 120 (120–120) | 3 | ") and rows[2].endswith(" / 50 |")
     assert res["per_chunk"][str(tmp_path / "assembly_70000")]["statistics"] == [50.0, 1.0]
