@@ -46,6 +46,8 @@ _FRAME = ["hand.x", "hand.y", "hand.z", "gripper",
           "obj.x", "obj.y", "obj.z", "obj.qw", "obj.qx", "obj.qy", "obj.qz",
           "obj2.x", "obj2.y", "obj2.z", "obj2.qw", "obj2.qx", "obj2.qy", "obj2.qz"]
 METAWORLD_NAMES = _FRAME + ["prev." + n for n in _FRAME] + ["goal.x", "goal.y", "goal.z"]
+_AT = {n: i for i, n in enumerate(METAWORLD_NAMES)}
+_QUAT = slice(_AT["obj.qw"], _AT["obj.qz"] + 1)  # the first object's (w, x, y, z)
 
 
 @dataclass
@@ -102,7 +104,7 @@ def _quat(x: np.ndarray) -> np.ndarray | None:
     """The first object's unit quaternion (w, x, y, z) of a Meta-World state; None for other widths."""
     if x.shape[0] != len(METAWORLD_NAMES):
         return None
-    q = np.asarray(x[7:11], dtype=np.float64)
+    q = np.asarray(x[_QUAT], dtype=np.float64)
     n = float(np.linalg.norm(q))
     return q / n if n > 0 else None
 
@@ -186,8 +188,9 @@ def rows_table(rec: Recording, rows: list[int]) -> str:
         if pose is None:
             lines.append(f"  {i:>3}  {v}")
             continue
-        lines.append(f"  {i:>3}  {v}  {pose[0]:5.0f}°  {pose[1]:3.0f}°  {x[6]:+.3f}  "
-                     f"{x[0]:+.3f}, {x[1]:+.3f}, {x[2]:+.3f}  {x[3]:+.2f}")
+        hand = ", ".join(f"{x[_AT[n]]:+.3f}" for n in ("hand.x", "hand.y", "hand.z"))
+        lines.append(f"  {i:>3}  {v}  {pose[0]:5.0f}°  {pose[1]:3.0f}°  {x[_AT['obj.z']]:+.3f}  "
+                     f"{hand}  {x[_AT['gripper']]:+.2f}")
     return "\n".join(lines)
 
 

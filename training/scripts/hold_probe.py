@@ -145,6 +145,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     sess, out_name, z_name, names = components_session(bundle, man)
     thr, thr_src = default_threshold(man, a.rate)
     planner = load_planner(bundle)
+    if min(a.late_at) < planner.action_horizon:
+        raise SystemExit(f"hold_probe: --late-at {min(a.late_at)} is inside the first plan (T_a = "
+                         f"{planner.action_horizon}): a late plan needs a previous one to bridge from")
     world = World(a.task, camera_size=None)
 
     def score(hist: List[np.ndarray]) -> Dict[str, float]:
