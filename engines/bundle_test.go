@@ -2,6 +2,7 @@ package engines_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,6 +97,15 @@ func TestLoadBundleRefuses(t *testing.T) {
 			[]string{`"calibration.closed_loop.band_unit"`, `got "seconds", expected "ticks"`, `"fresh_scores"`}},
 		{"closed loop ceiling", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["ceiling"] = map[string]any{"alpha": 0, "q": -1} })),
 			[]string{`"calibration.closed_loop.ceiling.alpha"`, `"calibration.closed_loop.ceiling.q"`, "below the rule's q"}},
+		{"closed loop plan latency out of order", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) {
+			cl["plan_latency"] = map[string]any{"p50_ms": 90, "p90_ms": 60, "plans": 10, "episodes": 2, "measured": "calibration"}
+		})), []string{`"calibration.closed_loop.plan_latency"`, "p50_ms 90, p90_ms 60: expected 0 < p50 <= p90"}},
+		{"closed loop plan latency of no plan", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) {
+			cl["plan_latency"] = map[string]any{"p50_ms": 50, "p90_ms": 60, "plans": 0, "episodes": 2, "measured": "calibration"}
+		})), []string{`"calibration.closed_loop.plan_latency"`, "0 plans over 2 episodes"}},
+		{"closed loop plan latency of unknown origin", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) {
+			cl["plan_latency"] = map[string]any{"p50_ms": 50, "p90_ms": 60, "plans": 10, "episodes": 2, "measured": "guessed"}
+		})), []string{`"calibration.closed_loop.plan_latency.measured"`, `got "guessed", expected "calibration" or "afterwards"`}},
 		{"closed loop window", nil, set("calibration", closedLoopCalibration(func(cl map[string]any) { cl["rule"] = map[string]any{"kind": "n_of_m", "n": 3, "m": 65} })),
 			[]string{`"calibration.closed_loop.rule.m"`, "1..64"}},
 		{"closed loop others without closed_loop", nil, set("calibration", withOthers(func(c map[string]any) { delete(c, "closed_loop") }, otherLoop(10, 20))),
@@ -210,6 +220,22 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 		if err != nil || b.Manifest.Calibration.ClosedLoop.BandUnit != u || b.Manifest.Calibration.ClosedLoop.Unit() != u {
 			t.Fatalf("band_unit %q: %v", u, err)
 		}
+	}
+	// plan_latency parses, and gives the p90 in the calibration's periods.
+	dir = writeQuadBundle(t, nil, func(m map[string]any) {
+		m["calibration"] = closedLoopCalibration(func(cl map[string]any) {
+			cl["plan_latency"] = map[string]any{"p50_ms": 40, "p90_ms": 60, "plans": 300, "episodes": 40, "seeds": []int{1000, 1039}, "measured": "afterwards"}
+		})
+	})
+	if b, err = engines.LoadBundle(dir); err != nil {
+		t.Fatal(err)
+	}
+	pl := b.Manifest.Calibration.ClosedLoop.PlanLatency
+	if want := (engines.PlanLatency{P50Ms: 40, P90Ms: 60, Plans: 300, Episodes: 40, Seeds: [2]int{1000, 1039}, Measured: engines.PlanLatencyAfterwards}); pl == nil || *pl != want {
+		t.Fatalf("plan_latency parsed as %+v", pl)
+	}
+	if p := b.Manifest.Calibration.ClosedLoop.P90Periods(); math.Abs(p-1.2) > 1e-12 { // 60 ms at 20 Hz
+		t.Fatalf("P90Periods() = %v, want 1.2", p)
 	}
 	// A calibration without closed_loop parses as before.
 	dir = writeQuadBundle(t, nil, func(m map[string]any) {

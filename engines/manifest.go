@@ -337,6 +337,42 @@ type ClosedLoop struct {
 	// Ceiling, when present, is a one-tick rule beside Rule: one fresh
 	// score above its band's Mean + Ceiling.Q·Std trips at once.
 	Ceiling *ClosedLoopCeiling `json:"ceiling,omitempty"`
+	// PlanLatency, when present, is how long the policy's plans took in the
+	// driving the calibration was certified on: its false-trip rate holds
+	// for a loop whose plans land about as late (docs/safety.md, "When the
+	// host falls behind"). Absent: not recorded.
+	PlanLatency *PlanLatency `json:"plan_latency,omitempty"`
+}
+
+// PlanLatency summarizes the inference latencies of a closed-loop
+// calibration's driving: every plan of Episodes episodes (seeds Seeds) at
+// the calibration's rate and K.
+type PlanLatency struct {
+	P50Ms    float64 `json:"p50_ms"`
+	P90Ms    float64 `json:"p90_ms"`
+	Plans    int     `json:"plans"`
+	Episodes int     `json:"episodes"`
+	Seeds    [2]int  `json:"seeds"`
+	// Measured says where the latencies come from: "calibration" (the
+	// episodes the thresholds were fitted on) or "afterwards" (episodes
+	// driven later with the same bundle, rate and K on the host the
+	// calibration ran on; Seeds are theirs).
+	Measured string `json:"measured"`
+}
+
+// The values of PlanLatency.Measured.
+const (
+	PlanLatencyFromCalibration = "calibration"
+	PlanLatencyAfterwards      = "afterwards"
+)
+
+// P90Periods returns the p90 latency in control periods of the
+// calibration's rate (0 when the rate is unknown).
+func (c *ClosedLoop) P90Periods() float64 {
+	if c.PlanLatency == nil || c.RateHz <= 0 {
+		return 0
+	}
+	return c.PlanLatency.P90Ms / 1000 * c.RateHz
 }
 
 // ClosedLoopCeiling is a ClosedLoop's one-tick ceiling, certified so that a
@@ -1042,6 +1078,16 @@ func (m *Manifest) validateClosedLoop(p *problems, f string, c *ClosedLoop) {
 			p.add(f+".ceiling.quantile", "got %v, expected a finite number at most ceiling.q %v (q is the quantile, raised to the rule's q or the floor)", cc.Quantile, cc.Q)
 		case cc.Min < 0 || !finite(cc.Min) || cc.Min > cc.Q:
 			p.add(f+".ceiling.min", "got %v, expected a finite number in [0, ceiling.q %v]", cc.Min, cc.Q)
+		}
+	}
+	if pl := c.PlanLatency; pl != nil {
+		switch {
+		case !finite(pl.P50Ms) || !finite(pl.P90Ms) || pl.P50Ms <= 0 || pl.P90Ms < pl.P50Ms:
+			p.add(f+".plan_latency", "p50_ms %v, p90_ms %v: expected 0 < p50 <= p90", pl.P50Ms, pl.P90Ms)
+		case pl.Plans < 1 || pl.Episodes < 1:
+			p.add(f+".plan_latency", "%d plans over %d episodes: expected at least one of each", pl.Plans, pl.Episodes)
+		case pl.Measured != PlanLatencyFromCalibration && pl.Measured != PlanLatencyAfterwards:
+			p.add(f+".plan_latency.measured", "got %q, expected %q or %q", pl.Measured, PlanLatencyFromCalibration, PlanLatencyAfterwards)
 		}
 	}
 	if u := c.BandUnit; u != "" && u != BandUnitTicks && u != BandUnitFreshScores {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -78,6 +79,13 @@ type LoopConfig struct {
 	// ScoreWait bounds how long a tick waits for the re-score of the
 	// committed chunk before using the previous one (default period/2).
 	ScoreWait time.Duration `yaml:"score_wait"`
+	// PlanLateLimit: the loop warns (log, systemd status, telemetry) when
+	// the p90 of its recent plans' inference latency passes this many
+	// control periods, since the energy stop's closed-loop false-trip rate
+	// holds only for plans about as late as its calibration's. 0 (default):
+	// the calibration's recorded p90 + PlanLateMargin, or no limit when it
+	// records none; negative: no limit.
+	PlanLateLimit float64 `yaml:"plan_late_limit"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
@@ -205,6 +213,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Loop.RateHz > 0 && c.Loop.RateHz <= 1000) {
 		add("loop", fmt.Errorf("rate_hz: %v is outside (0, 1000]", c.Loop.RateHz))
+	}
+	if math.IsNaN(c.Loop.PlanLateLimit) || math.IsInf(c.Loop.PlanLateLimit, 0) {
+		add("loop", fmt.Errorf("plan_late_limit: %v is not a number of periods", c.Loop.PlanLateLimit))
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,12 +90,18 @@ type LoopStats struct {
 	ArmErrors      int64
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
 	CondErrors     int64 // replans skipped: no observation (no usable camera frame)
+	// LatePlans counts plans that finished while the p90 of the recent
+	// plans' latency was past loop.plan_late_limit, and LateSpells how
+	// often it went past (each logs one warning).
+	LatePlans  int64
+	LateSpells int64
 }
 
 // loopCounters are LoopStats as atomics: the tick updates them without
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
 	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
+	latePlans, lateSpells                                                                                     atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -122,6 +129,8 @@ type Loop struct {
 	ta          int           // actions executed per chunk
 	margin      int           // configured replan margin (actions)
 	latEWMA     time.Duration // smoothed inference latency; 0 before the first chunk
+	late        *planLateness // how late recent plans land against loop.plan_late_limit
+	lateSource  string        // where late's limit comes from, for the log
 	dim         int
 	tp          int
 	wait        *time.Timer
@@ -206,6 +215,8 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		l.ta = l.tp - l.start
 	}
 	l.margin = d.Config.Loop.ReplanMargin
+	limit, src := planLateLimit(d.Config, m)
+	l.late, l.lateSource = newPlanLateness(l.period, limit), src
 	l.chunk = NewChunk(l.ta, l.dim)
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
@@ -222,6 +233,11 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	return l, nil
 }
 
+// PlanLateLimit returns the lateness, in control periods, past which the
+// p90 of the recent plans makes the loop warn (0: no limit), and where it
+// comes from.
+func (l *Loop) PlanLateLimit() (periods float64, from string) { return l.late.limit, l.lateSource }
+
 // Machine returns the loop's state machine (for the API and tests).
 func (l *Loop) Machine() *Machine { return l.machine }
 
@@ -231,7 +247,7 @@ func (l *Loop) Stats() LoopStats {
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
 		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
 		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(),
-		CondErrors: c.condErrors.Load()}
+		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load()}
 }
 
 func (l *Loop) onTransition(t Transition) {
@@ -279,7 +295,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	sched := NewScheduler(l.d.Clock, l.period)
 	l.log.Info("control loop started", "rate_hz", l.d.Config.Loop.RateHz, "T_o", l.d.Manifest.ObsHorizon,
-		"T_p", l.tp, "T_a", l.ta, "replan_margin", l.margin)
+		"T_p", l.tp, "T_a", l.ta, "replan_margin", l.margin, "plan_late_limit_periods", l.late.limit, "plan_late_limit_from", l.lateSource)
 	var runErr error
 	// A tick runs to its end even when ctx is cancelled during it (every arm
 	// request has its own timeout): cancellation takes effect between ticks,
@@ -372,6 +388,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if j := l.infer.poll(); j != nil {
 		l.lastInf = j.latency
 		l.observeLatency(j.latency)
+		l.watchLateness(j.latency)
 		if l.d.Metrics != nil {
 			l.d.Metrics.ObserveInference(j.latency)
 		}
@@ -513,6 +530,30 @@ func (l *Loop) observeLatency(d time.Duration) {
 	l.latEWMA += (d - l.latEWMA) / 4
 }
 
+// watchLateness folds a finished plan's latency into the lateness window
+// and warns when its p90 passes loop.plan_late_limit: the energy stop's
+// closed-loop false-trip rate was certified on plans about as late as its
+// calibration's, and later plans drive the policy into states it was not
+// certified on (docs/safety.md, "When the host falls behind"). It warns and
+// counts; it does not stop the arm, which the deadline watchdogs do when
+// plans stop coming at all.
+func (l *Loop) watchLateness(d time.Duration) {
+	switch l.late.observe(d) {
+	case 1:
+		l.stats.lateSpells.Add(1)
+		l.log.Warn("plans land later than the energy stop's calibration was driven at: the host is falling behind and the stop's calibrated false-trip rate does not hold; free the host, or lower loop.rate_hz or policy.steps and recalibrate",
+			"p90_periods", l.late.p90, "limit_periods", l.late.limit, "limit_from", l.lateSource, "plans", l.late.n)
+		l.d.Notifier.Status("warning: plans late (p90 " + strconv.FormatFloat(l.late.p90, 'f', 2, 64) + " periods, limit " + strconv.FormatFloat(l.late.limit, 'f', 2, 64) + ")")
+	case -1:
+		l.log.Info("plans land in time again", "p90_periods", l.late.p90, "limit_periods", l.late.limit)
+		st, _ := l.machine.State()
+		l.d.Notifier.Status(st.String() + ": plans in time again")
+	}
+	if l.late.over {
+		l.stats.latePlans.Add(1)
+	}
+}
+
 // replanMargin is how many committed actions may remain when the next
 // inference is requested: the configured loop.replan_margin, raised to the
 // number of periods the smoothed inference latency spans so the new chunk
@@ -652,6 +693,11 @@ func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur ti
 	s.LoopRateHz = l.d.Config.Loop.RateHz
 	s.TickDuration = dur
 	s.InferenceLatency = l.lastInf
+	s.PlanLateP90 = l.late.p90
+	s.PlanLateLimit = math.NaN()
+	if l.late.limit > 0 {
+		s.PlanLateLimit = l.late.limit
+	}
 	s.Joints = l.state.Position
 	s.Velocities = append(s.Velocities[:0], d.Command.Velocity...)
 	s.EndEffector = nil

@@ -17,6 +17,7 @@ import (
 	"github.com/energyflow/edge/actuators"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/telemetry"
 )
 
 // fakeArm is a 7-joint arm (position, velocity, gripper: the test bundles'
@@ -71,9 +72,18 @@ func (a *fakeArm) Enable(context.Context) error                     { a.enabled.
 func (a *fakeArm) Halt(context.Context) error                       { a.enabled.Store(false); return nil }
 
 // fakeSampler returns an all-zero plan at once.
-type fakeSampler struct{ actions []float32 }
+// fakeSampler answers with fixed actions; with latency set, each plan
+// takes that long on clk (the fake clock moves on while it samples).
+type fakeSampler struct {
+	actions []float32
+	clk     *fakeClock
+	latency func() time.Duration
+}
 
 func (s *fakeSampler) Sample(_ []float32, dst *engines.Result) error {
+	if s.latency != nil {
+		s.clk.Advance(s.latency())
+	}
 	dst.Actions = s.actions
 	return nil
 }
@@ -115,6 +125,10 @@ type harnessOptions struct {
 	scorer PolicyScorer       // nil: no re-scoring
 	state  StateTermEvaluator // nil: no synchronous state term
 	watch  []string           // monitored scores (threshold 1e9); none: energy stop off
+	// planLateLimit is loop.plan_late_limit; latency, when set, how long
+	// each plan takes on the fake clock.
+	planLateLimit float64
+	latency       func() time.Duration
 }
 
 // loopHarness drives a Loop tick by tick on a fake clock, with a fake arm
@@ -145,6 +159,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	}
 	cfg.Camera.Enabled = false
 	cfg.Loop.ScoreWait = 5 * time.Second // a fake re-score lands within its own tick
+	cfg.Loop.PlanLateLimit = o.planLateLimit
 	huge := 1e9
 	sc := &cfg.Safety
 	sc.Limits.MaxVelocity = make([]float64, m.ActionDim-1) // velocity and gripper
@@ -170,7 +185,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		t.Fatal(err)
 	}
 	d := LoopDeps{Config: &cfg, Manifest: m, Clock: h.clk, Arm: h.arm, Guard: g, Cond: cond,
-		Sampler: &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim)},
+		Sampler: &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim), clk: h.clk, latency: o.latency},
 		OnTick: func(_ Tick, _ *safety.Decision, s safety.Scores) {
 			if h.record {
 				h.scores = append(h.scores, s)
@@ -494,3 +509,55 @@ func BenchmarkTickStateEnergy(b *testing.B) {
 		})
 	}
 }
+
+// TestLoopWarnsWhenPlansLandLate drives the loop with plans that take
+// half a period, then two and a half (a host falling behind), then half
+// again: one warning spell, counted with its plans, and the telemetry
+// sample carries the p90 and the limit throughout.
+func TestLoopWarnsWhenPlansLandLate(t *testing.T) {
+	var latency atomic.Int64
+	h := newLoopHarness(t, harnessOptions{bundle: testBundle(t), planLateLimit: 1.5,
+		latency: func() time.Duration { return time.Duration(latency.Load()) }})
+	period := h.l.period
+	plans := func(n int64, d time.Duration) {
+		t.Helper()
+		latency.Store(int64(d))
+		want := h.l.Stats().Chunks + n
+		for i := 0; h.l.Stats().Chunks < want; i++ {
+			if i > 100*int(n) {
+				t.Fatalf("only %d plans in %d ticks", h.l.Stats().Chunks, i)
+			}
+			h.step()
+		}
+	}
+	plans(30, period/2)
+	if st := h.l.Stats(); st.LateSpells != 0 || st.LatePlans != 0 {
+		t.Fatalf("plans on time: %d spells, %d late plans, want none", st.LateSpells, st.LatePlans)
+	}
+	if got := h.l.late.p90; math.Abs(got-0.5) > 1e-9 {
+		t.Fatalf("p90 %v periods, want 0.5", got)
+	}
+	plans(20, 5*period/2)
+	st := h.l.Stats()
+	if st.LateSpells != 1 || st.LatePlans < 10 {
+		t.Fatalf("late plans: %d spells, %d late plans, want 1 spell and at least 10 plans", st.LateSpells, st.LatePlans)
+	}
+	if lim, from := h.l.PlanLateLimit(); lim != 1.5 || from != "loop.plan_late_limit" {
+		t.Errorf("PlanLateLimit() = %v, %q", lim, from)
+	}
+	var sink lastSample
+	h.l.d.Sink = &sink
+	h.step()
+	if s := sink.s; s.PlanLateP90 != 2.5 || s.PlanLateLimit != 1.5 {
+		t.Errorf("telemetry sample: plan_late %v, limit %v, want 2.5 and 1.5", s.PlanLateP90, s.PlanLateLimit)
+	}
+	plans(planLateWindow, period/2)
+	if st := h.l.Stats(); st.LateSpells != 1 || h.l.late.over {
+		t.Fatalf("back on time: %d spells, over %v; want the one spell, ended", st.LateSpells, h.l.late.over)
+	}
+}
+
+// lastSample is a Sink that keeps the newest sample.
+type lastSample struct{ s telemetry.Sample }
+
+func (l *lastSample) Publish(s telemetry.Sample) { l.s = s }

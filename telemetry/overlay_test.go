@@ -115,13 +115,14 @@ func TestScaleRGB(t *testing.T) {
 func TestSampleJSON(t *testing.T) {
 	s := Sample{Tick: 7, Time: time.Unix(1700000000, 0), Energy: 0.5, Threshold: math.NaN(), State: "STOPPED",
 		Reason: "q\"uote\\ <tag>\x01 ünï\xff", Joints: []float64{1, 2}, Planned: [][]float64{{1}, {2, 3}},
-		InferenceLatency: 1500 * time.Microsecond}
+		InferenceLatency: 1500 * time.Microsecond, PlanLateP90: 2.25, PlanLateLimit: math.NaN()}
 	var got map[string]any
 	b := appendSampleJSON(nil, &s)
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("invalid JSON %s: %v", b, err)
 	}
-	if got["type"] != "sample" || got["tick"].(float64) != 7 || got["threshold"] != nil || got["inference_ms"].(float64) != 1.5 {
+	if got["type"] != "sample" || got["tick"].(float64) != 7 || got["threshold"] != nil || got["inference_ms"].(float64) != 1.5 ||
+		got["plan_late"].(float64) != 2.25 || got["plan_late_limit"] != nil {
 		t.Fatalf("decoded %v", got)
 	}
 	if got["reason"] != "q\"uote\\ <tag>\x01 ünï\ufffd" {

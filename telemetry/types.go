@@ -42,6 +42,12 @@ type Sample struct {
 	LoopRateHz       float64
 	TickDuration     time.Duration
 	InferenceLatency time.Duration
+	// PlanLateP90 is the p90 of the recent plans' inference latency in
+	// control periods (NaN before enough plans), and PlanLateLimit the
+	// level past which the runtime warns that the host is falling behind
+	// the energy stop's calibration (NaN: no limit).
+	PlanLateP90   float64
+	PlanLateLimit float64
 
 	// Arm state; any of these may be empty.
 	Joints      []float64 // joint positions (rad)

@@ -12,6 +12,7 @@ import (
 //	hello   {type, scope, can_reset, video:{width,height,fps}, events:[…], stats}
 //	sample  {type, tick, t (unix ms), energy, threshold, watch, state_energy,
 //	         reward, scores, state, reason, loop_hz, tick_ms, inference_ms,
+//	         plan_late, plan_late_limit,
 //	         joints, velocities, ee, gripper, planned:[[…]…]}
 //	event   {type, t, tick, kind, reason, actor, energy, threshold, score, trace}
 //
@@ -146,6 +147,10 @@ func appendSampleJSON(b []byte, s *Sample) []byte {
 	b = appendNum(b, durMillis(s.TickDuration))
 	b = append(b, `,"inference_ms":`...)
 	b = appendNum(b, durMillis(s.InferenceLatency))
+	b = append(b, `,"plan_late":`...)
+	b = appendNum(b, s.PlanLateP90)
+	b = append(b, `,"plan_late_limit":`...)
+	b = appendNum(b, s.PlanLateLimit)
 	b = append(b, `,"joints":`...)
 	b = appendNums(b, s.Joints)
 	b = append(b, `,"velocities":`...)

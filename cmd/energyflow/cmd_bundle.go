@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/runtime"
 )
 
 // cmdBundle inspects engine bundles: `energyflow bundle verify DIR`.
@@ -277,6 +278,16 @@ func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
 		}
 		fmt.Fprintf(w, "        one-tick ceiling: one score above mean + %.4g·std of its band trips at once (quantile %.4g%s); ceiling alpha %.4g over %d episodes (seeds %d–%d%s): a fresh episode trips either rule with probability at most %.4g\n",
 			c.Q, c.Quantile, floor, c.Alpha, c.Episodes, c.Seeds[0], c.Seeds[1], only, cl.Alpha+c.Alpha)
+	}
+	if pl := cl.PlanLatency; pl != nil {
+		how := "in the calibration's own driving"
+		if pl.Measured == engines.PlanLatencyAfterwards {
+			how = "in driving after the calibration, same bundle, rate and K on its host"
+		}
+		fmt.Fprintf(w, "        plans took p50 %.4g ms, p90 %.4g ms (%.2f periods) over %d plans of %d episodes (seeds %d–%d, %s): the runtime warns when its own p90 passes %.2f periods\n",
+			pl.P50Ms, pl.P90Ms, cl.P90Periods(), pl.Plans, pl.Episodes, pl.Seeds[0], pl.Seeds[1], how, cl.P90Periods()+runtime.PlanLateMargin)
+	} else {
+		fmt.Fprintf(w, "        plan latency not recorded: the runtime cannot tell when its plans land later than this calibration's did (sim calibrate --latency-only records it)\n")
 	}
 	for i, b := range cl.Bands {
 		to := "on"

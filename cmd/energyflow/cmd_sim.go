@@ -466,8 +466,14 @@ type evalResult struct {
 	Inferences  int      `json:"inferences"`            // policy inferences the loop finished
 	InferP50    *float64 `json:"inference_p50_ms"`      // their median latency, as the loop measured it; nil: none
 	MeanScore   *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
+	// LateSpells counts the times the p90 of the recent plans' latency went
+	// past the loop's plan_late_limit (each one a warning), LatePlans the
+	// plans that finished while it was past (runtime.LoopStats).
+	LateSpells int64 `json:"late_spells"`
+	LatePlans  int64 `json:"late_plans"`
 
-	inferMs []float64 // every inference latency, for the cell's quantiles
+	inferMs   []float64 // every inference latency, for the cell's quantiles
+	lateLimit *float64  // the loop's plan_late_limit in periods; nil: none
 	// trace has one entry per RUNNING tick since the gate armed, in order:
 	// the traced score (evalFlags.traceScore, the energy by default) of its
 	// fresh score, NaN where the tick had none. Its index is the gate's
@@ -807,6 +813,11 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	_ = app.Run(ectx)
 	cancel()
 	<-watchDone
+	st := app.Loop().Stats()
+	r.LateSpells, r.LatePlans = st.LateSpells, st.LatePlans
+	if lim, _ := app.Loop().PlanLateLimit(); lim > 0 {
+		r.lateLimit = &lim
+	}
 	ep, err := b.Episode(context.WithoutCancel(ctx))
 	if err != nil {
 		return r, err
@@ -940,6 +951,14 @@ type evalSummary struct {
 	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
 	InferP90        *float64       `json:"inference_p90_ms"`
 	Trips           map[string]int `json:"trips"`
+	// PlanLateLimit is the loop's lateness limit in control periods
+	// (loop.plan_late_limit, or the calibration's plan p90 + margin; nil:
+	// none), InferP90Periods the cell's inference p90 in periods, and
+	// LateEpisodes the episodes in which the loop warned that its plans'
+	// p90 had passed the limit.
+	PlanLateLimit   *float64 `json:"plan_late_limit_periods"`
+	InferP90Periods *float64 `json:"inference_p90_periods"`
+	LateEpisodes    int      `json:"late_episodes"`
 	// Watch is what the energy stop watched, as the gate resolved it:
 	// --watch, or without it the bundle's default watch set (state_energy
 	// alone with the state term, else its calibration's score). Every
@@ -976,8 +995,15 @@ func (s evalSummary) String() string {
 	if s.InferP50 != nil {
 		inference = fmt.Sprintf("inference p50 %.1f ms p90 %.1f ms", *s.InferP50, *s.InferP90)
 	}
-	return fmt.Sprintf("task %s level %s K=%d: success %d/%d = %.1f%% (95%% CI %.1f–%.1f%%), mean length %.1f steps, %s, %s, safety stops:%s",
-		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, toSuccess, inference, trips)
+	if s.InferP90Periods != nil {
+		inference += fmt.Sprintf(" (%.2f periods)", *s.InferP90Periods)
+	}
+	late := ""
+	if s.PlanLateLimit != nil {
+		late = fmt.Sprintf(", plans late past %.2f periods (p90): %d episodes", *s.PlanLateLimit, s.LateEpisodes)
+	}
+	return fmt.Sprintf("task %s level %s K=%d: success %d/%d = %.1f%% (95%% CI %.1f–%.1f%%), mean length %.1f steps, %s, %s%s, safety stops:%s",
+		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, toSuccess, inference, late, trips)
 }
 
 func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
@@ -999,6 +1025,12 @@ func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 		}
 		total += r.Steps
 		inferMs = append(inferMs, r.inferMs...)
+		if r.LateSpells > 0 {
+			s.LateEpisodes++
+		}
+		if r.lateLimit != nil {
+			s.PlanLateLimit = r.lateLimit
+		}
 	}
 	if len(rs) > 0 {
 		s.Rate = float64(s.Successes) / float64(len(rs))
@@ -1009,6 +1041,10 @@ func summarize(f simFlags, rs []evalResult, trips map[string]int) evalSummary {
 		s.MeanToSuccess, s.MedianToSuccess = &m, median(toSuccess)
 	}
 	s.InferP50, s.InferP90 = quantile(inferMs, 0.5), quantile(inferMs, 0.9)
+	if s.InferP90 != nil && f.rate > 0 {
+		p := *s.InferP90 / 1000 * f.rate
+		s.InferP90Periods = &p
+	}
 	s.Low, s.High = wilson(s.Successes, len(rs))
 	return s
 }

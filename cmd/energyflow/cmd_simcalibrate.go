@@ -34,6 +34,7 @@ type calibrateFlags struct {
 	ceilingAlpha float64 // > 0: also fit a one-tick ceiling at this level
 	ceilingMin   float64 // the ceiling's floor (0: none)
 	ceilingOnly  bool    // add a ceiling to the bundle's calibration at this rate and K, keeping its window rule
+	latencyOnly  bool    // record the plan latency of these episodes into the bundle's calibration at this rate and K
 	tripsPerHour float64 // > 0: certify this false-trip rate per running hour instead of alpha
 	traces       string  // comma-separated sim eval --scores files to fit on instead of driving
 	successful   bool    // fit on the episodes that succeeded only
@@ -41,7 +42,7 @@ type calibrateFlags struct {
 	dryRun       bool    // fit and report, leave the bundle alone
 	score        string  // the score the bands are fitted on: energy or state_energy
 	set          map[string]bool
-	base         *engines.ClosedLoop // with ceilingOnly: the calibration the ceiling is added to
+	base         *engines.ClosedLoop // with ceilingOnly or latencyOnly: the calibration added to
 }
 
 // standardized: the state score is a z-score of held-out demonstration
@@ -65,6 +66,7 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.ceilingAlpha, "ceiling-alpha", 0, "also fit a one-tick ceiling: one score above it trips at once (an absurd state at its first tick); a fresh level-0 episode exceeds it with probability at most this, so either rule trips with at most alpha + this (0: no ceiling)")
 	fs.Float64Var(&c.ceilingMin, "ceiling-min", 0, "the ceiling's floor, in the score's band standard deviations (the state score's own units): the ceiling is the larger of its fitted quantile, the window's q and this; its alpha holds at any higher level, and a ceiling meant for absurd readings is best kept well above the episodes' own (0: none)")
 	fs.BoolVar(&c.ceilingOnly, "ceiling-only", false, "add a one-tick ceiling (--ceiling-alpha) to the bundle's closed-loop calibration of --score at this --rate and K, fitted on these episodes (all of them conformal); its window rule, q and bands are kept")
+	fs.BoolVar(&c.latencyOnly, "latency-only", false, "record how long the plans of these episodes took (plan_latency, measured \"afterwards\") into the bundle's closed-loop calibration at this --rate and K, for one that does not record its own: the runtime warns when its plans land later than that (loop.plan_late_limit); the thresholds are kept")
 	fs.IntVar(&c.fitEpisodes, "fit-episodes", 0, "episodes that fit each band's mean and std (0: half of --episodes); the others set the conformal quantile")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "fit and print the calibration without writing it into the bundle")
 	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md; one band, every episode conformal)")
@@ -110,6 +112,13 @@ func (c *calibrateFlags) prepare(root string) error {
 			errs = append(errs, usageError{errors.New("--ceiling-only needs --ceiling-alpha, e.g. 0.02: the tolerated probability that a fresh level-0 episode has one score above the ceiling")})
 		}
 	}
+	if c.latencyOnly {
+		for _, f := range []string{"alpha", "trips-per-hour", "fit-episodes", "ceiling-alpha", "ceiling-min", "ceiling-only", "traces", "successful-only"} {
+			if c.set[f] {
+				errs = append(errs, usageError{fmt.Errorf("--%s with --latency-only: it records how late these episodes' plans land and leaves the thresholds alone; drop --%s", f, f)})
+			}
+		}
+	}
 	if c.traces != "" && c.set["episodes"] {
 		errs = append(errs, usageError{fmt.Errorf("--episodes %d with --traces: the traces' episodes are the calibration's; drop --episodes", c.episodes)})
 	}
@@ -141,7 +150,7 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.standardized() {
 		fit = 0
 	}
-	if need := safety.MinConformalEpisodes(c.alpha); !perHour && !c.ceilingOnly && c.traces == "" && c.episodes-fit < need {
+	if need := safety.MinConformalEpisodes(c.alpha); !perHour && !c.ceilingOnly && !c.latencyOnly && c.traces == "" && c.episodes-fit < need {
 		if c.standardized() {
 			return usageError{fmt.Errorf("--episodes %d cannot certify --alpha %v: the state score needs at least %d conformal episodes (pass --episodes %d, or a larger --alpha)",
 				c.episodes, c.alpha, need, need)}
@@ -177,6 +186,15 @@ func (c *calibrateFlags) prepare(root string) error {
 	}
 	if c.steps == 0 {
 		c.steps = b.Manifest.Sampler.Steps
+	}
+	if c.latencyOnly {
+		cl, ok := b.Manifest.Calibration.ClosedLoopFor(c.rate, c.steps)
+		if !ok || cl.RateHz != c.rate || cl.StepsK != c.steps {
+			return usageError{fmt.Errorf("--latency-only: bundle %s has no closed-loop calibration at %g Hz and K=%d to record the plan latency into: calibrate one (sim calibrate --rate %g --steps %d), which records its own",
+				c.bundleDir, c.rate, c.steps, c.rate, c.steps)}
+		}
+		c.base = cl
+		return nil
 	}
 	if c.ceilingOnly {
 		cl, ok := b.Manifest.Calibration.ClosedLoopFor(c.rate, c.steps)
@@ -250,6 +268,9 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	if c.ceilingOnly {
 		return c.addCeiling(env, traces, prov, results, fail)
 	}
+	if c.latencyOnly {
+		return c.addLatency(env, prov, results, fail)
+	}
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
 	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
@@ -264,18 +285,87 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		cl.Ceiling.Seeds, cl.Ceiling.SuccessfulOnly = prov.seeds, c.successful
 	}
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
-	if err := c.writeSummary("closed_loop", cl, results); err != nil {
+	block := &calibratedLoop{ClosedLoop: cl}
+	if c.traces == "" {
+		block.PlanLatency = planLatency(results, prov.seeds, engines.PlanLatencyFromCalibration)
+		printPlanLatency(env.stdout, block.PlanLatency, c.rate)
+	} else {
+		fmt.Fprintln(env.stdout, "plan latency not recorded (--traces): record it with sim calibrate --latency-only at this rate and K")
+	}
+	if err := c.writeSummary("closed_loop", block, results); err != nil {
 		return fail(err)
 	}
 	if c.dryRun {
 		fmt.Fprintln(env.stdout, "dry run: the bundle was not changed")
 		return exitOK
 	}
-	where, err := writeClosedLoop(c.bundleDir, cl)
+	where, err := writeClosedLoop(c.bundleDir, cl, block.PlanLatency)
 	if err != nil {
 		return fail(err)
 	}
 	fmt.Fprintf(env.stdout, "wrote %s into %s\n", where, filepath.Join(c.bundleDir, "manifest.json"))
+	return exitOK
+}
+
+// calibratedLoop is the closed-loop block sim calibrate writes: the safety
+// package's fit and how long the plans of the driving took (nil: not
+// recorded, with --traces). engines.ClosedLoop reads both.
+type calibratedLoop struct {
+	*safety.ClosedLoop
+	PlanLatency *engines.PlanLatency `json:"plan_latency,omitempty"`
+}
+
+// planLatency summarizes every plan latency of results (nil: none).
+func planLatency(results []evalResult, seeds [2]int, measured string) *engines.PlanLatency {
+	var ms []float64
+	for _, r := range results {
+		ms = append(ms, r.inferMs...)
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	return &engines.PlanLatency{P50Ms: *quantile(ms, 0.5), P90Ms: *quantile(ms, 0.9), Plans: len(ms),
+		Episodes: len(results), Seeds: seeds, Measured: measured}
+}
+
+// printPlanLatency prints pl and the lateness limit the runtime derives
+// from it at rateHz.
+func printPlanLatency(w io.Writer, pl *engines.PlanLatency, rateHz float64) {
+	if pl == nil {
+		fmt.Fprintln(w, "plan latency: no plan finished, nothing recorded")
+		return
+	}
+	p := pl.P90Ms / 1000 * rateHz
+	fmt.Fprintf(w, "plan latency over %d plans of %d episodes: p50 %.4g ms, p90 %.4g ms = %.2f periods at %g Hz; the runtime warns when its recent plans' p90 passes %.2f periods\n",
+		pl.Plans, pl.Episodes, pl.P50Ms, pl.P90Ms, p, rateHz, p+runtime.PlanLateMargin)
+}
+
+// addLatency is sim calibrate --latency-only: it records the plan latency
+// of the episodes just driven into c.base, the bundle's closed-loop
+// calibration at this rate and K, measured afterwards, and keeps its
+// thresholds.
+func (c *calibrateFlags) addLatency(env *cliEnv, prov provenance, results []evalResult, fail func(error) int) int {
+	pl := planLatency(results, prov.seeds, engines.PlanLatencyAfterwards)
+	if pl == nil {
+		return fail(errors.New("no plan finished in these episodes: nothing to record"))
+	}
+	w := env.stdout
+	fmt.Fprintf(w, "bundle %s: the closed-loop calibration of %s at %g Hz and K=%d (seeds %d–%d) is kept; ", c.bundleDir, c.base.Score, c.base.RateHz, c.base.StepsK, c.base.Seeds[0], c.base.Seeds[1])
+	printPlanLatency(w, pl, c.rate)
+	if err := c.writeSummary("plan_latency", pl, results); err != nil {
+		return fail(err)
+	}
+	if c.dryRun {
+		fmt.Fprintln(w, "dry run: the bundle was not changed")
+		return exitOK
+	}
+	where, err := writeManifest(c.bundleDir, func(cal *manifestedit.Object) (string, error) {
+		return placeInLoop(cal, c.base.RateHz, c.base.StepsK, "plan_latency", pl)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(w, "wrote %s into %s\n", where, filepath.Join(c.bundleDir, "manifest.json"))
 	return exitOK
 }
 
@@ -560,12 +650,14 @@ func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float
 	return err == nil && len(trips) > 0
 }
 
-// writeClosedLoop writes cl into the bundle's manifest.json (where:
+// writeClosedLoop writes cl, with the plan latency pl of its driving (nil:
+// not recorded), into the bundle's manifest.json (where:
 // placeClosedLoop) and leaves every other byte of meaning alone: keys keep
 // their order, numbers their text (the manifest's file hashes do not cover
 // manifest.json itself). It returns where cl went.
-func writeClosedLoop(bundle string, cl *safety.ClosedLoop) (string, error) {
-	return writeManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, cl) })
+func writeClosedLoop(bundle string, cl *safety.ClosedLoop, pl *engines.PlanLatency) (string, error) {
+	block := &calibratedLoop{ClosedLoop: cl, PlanLatency: pl}
+	return writeManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, block) })
 }
 
 // writeManifest writes the bundle's manifest.json with its calibration
@@ -591,7 +683,9 @@ func checkCalibratable(bundle, score string, rateHz float64, k int) error {
 	cl := &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks, RateHz: rateHz, StepsK: k,
 		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
 		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}}
-	_, _, _, err := calibratedManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, cl) })
+	_, _, _, err := calibratedManifest(bundle, func(cal *manifestedit.Object) (string, error) {
+		return placeClosedLoop(cal, &calibratedLoop{ClosedLoop: cl})
+	})
 	return err
 }
 
@@ -647,7 +741,7 @@ type loopKey struct {
 // calibrations are all of one score). Otherwise closed_loop stays the one
 // used at any other rate or K, and cl replaces the entry of
 // closed_loop_others at its rate and K, or is appended to them.
-func placeClosedLoop(cal *manifestedit.Object, cl *safety.ClosedLoop) (string, error) {
+func placeClosedLoop(cal *manifestedit.Object, cl *calibratedLoop) (string, error) {
 	var primary *loopKey
 	if _, err := cal.Get("closed_loop", &primary); err != nil {
 		return "", err
@@ -754,9 +848,15 @@ func btoi(b bool) int {
 }
 
 // placeCeiling sets the "ceiling" of the closed-loop calibration certified
+// at rateHz and k (placeInLoop).
+func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.Ceiling) (string, error) {
+	return placeInLoop(cal, rateHz, k, "ceiling", ceil)
+}
+
+// placeInLoop sets key to value in the closed-loop calibration certified
 // at rateHz and k — closed_loop, or the entry of closed_loop_others — and
 // says where; the calibration's other keys are left as they are.
-func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.Ceiling) (string, error) {
+func placeInLoop(cal *manifestedit.Object, rateHz float64, k int, key string, value any) (string, error) {
 	same := func(raw json.RawMessage) (bool, error) {
 		var key loopKey
 		if err := json.Unmarshal(raw, &key); err != nil {
@@ -769,7 +869,7 @@ func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.
 		if err != nil {
 			return nil, err
 		}
-		if err := o.Set("ceiling", ceil); err != nil {
+		if err := o.Set(key, value); err != nil {
 			return nil, err
 		}
 		return o.MarshalJSON()
@@ -785,7 +885,7 @@ func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.
 				return "", err
 			}
 			cal.SetRaw("closed_loop", out)
-			return "calibration.closed_loop.ceiling", nil
+			return "calibration.closed_loop." + key, nil
 		}
 	}
 	var others []json.RawMessage
@@ -803,9 +903,9 @@ func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.
 		if others[i], err = set(raw); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("calibration.closed_loop_others[%d].ceiling", i), cal.Set("closed_loop_others", others)
+		return fmt.Sprintf("calibration.closed_loop_others[%d].%s", i, key), cal.Set("closed_loop_others", others)
 	}
-	return "", fmt.Errorf("no closed-loop calibration at %g Hz and K=%d to add the ceiling to", rateHz, k)
+	return "", fmt.Errorf("no closed-loop calibration at %g Hz and K=%d to add the %s to", rateHz, k, key)
 }
 
 // ceilingWhy says where a ceiling's q comes from: its fitted quantile, or

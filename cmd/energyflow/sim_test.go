@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"image/jpeg"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -279,6 +281,10 @@ func TestSimEvalEpisode(t *testing.T) {
 	if s.InferP50 == nil || *s.InferP50 <= 0 || s.InferP90 == nil || *s.InferP90 < *s.InferP50 {
 		t.Errorf("cell inference p50 %v, p90 %v ms", s.InferP50, s.InferP90)
 	}
+	// at 5 Hz a period is 200 ms; the shipped 20 Hz calibration records no plan latency
+	if p := s.InferP90Periods; p == nil || math.Abs(*p-*s.InferP90/200) > 1e-9 || s.PlanLateLimit != nil || s.LateEpisodes != 0 {
+		t.Errorf("inference_p90_periods %v, plan_late_limit_periods %v, late_episodes %d", p, s.PlanLateLimit, s.LateEpisodes)
+	}
 	if s.Successes == 0 && !bytes.Contains(data, []byte(`"mean_steps_to_success": null`)) {
 		t.Errorf("no success, but mean_steps_to_success is not null:\n%s", data)
 	}
@@ -415,6 +421,37 @@ func TestSimCalibrate(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "closed-loop for 10 Hz and K=20 (closed_loop_others[0])") || !strings.Contains(out.String(), "alpha 0.5") {
 		t.Errorf("bundle verify does not show the closed-loop calibration:\n%s", out.String())
+	}
+	// The calibration records how late its plans landed; the runtime warns past that.
+	pl := cl.PlanLatency
+	if pl == nil || pl.Measured != engines.PlanLatencyFromCalibration || pl.Episodes != 4 || pl.Seeds != [2]int{2000, 2003} ||
+		pl.Plans < 4 || !(pl.P50Ms > 0 && pl.P90Ms >= pl.P50Ms) {
+		t.Fatalf("plan_latency = %+v, want the calibration's own driving", pl)
+	}
+	if !strings.Contains(out.String(), "in the calibration's own driving): the runtime warns when its own p90 passes") {
+		t.Errorf("bundle verify does not show the plan latency:\n%s", out.String())
+	}
+	// --latency-only records it again from later episodes and keeps the thresholds.
+	out.Reset()
+	errb.Reset()
+	code = realMain([]string{"sim", "calibrate", "--bundle", bundle, "--latency-only", "--episodes", "2", "--seed", "2100",
+		"--max-steps", "30", "--rate", "10"}, &out, &errb)
+	if code != exitOK || !strings.Contains(out.String(), "wrote calibration.closed_loop_others[0].plan_latency into") ||
+		!strings.Contains(out.String(), "plan latency over ") {
+		t.Fatalf("sim calibrate --latency-only: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	again, err := engines.LoadBundle(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl2, _ := again.Manifest.Calibration.ClosedLoopFor(10, 20)
+	if pl := cl2.PlanLatency; pl == nil || pl.Measured != engines.PlanLatencyAfterwards || pl.Episodes != 2 || pl.Seeds != [2]int{2100, 2101} {
+		t.Fatalf("--latency-only wrote %+v", cl2.PlanLatency)
+	}
+	was := *cl
+	was.PlanLatency = cl2.PlanLatency
+	if !reflect.DeepEqual(&was, cl2) {
+		t.Errorf("--latency-only changed more than plan_latency:\n%+v\n%+v", cl, cl2)
 	}
 }
 

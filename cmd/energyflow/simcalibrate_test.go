@@ -45,7 +45,7 @@ func TestWriteClosedLoop(t *testing.T) {
 			if err := checkCalibratable(dir, "energy", 20, 20); err != nil {
 				t.Fatalf("checkCalibratable: %v", err)
 			}
-			if _, err := writeClosedLoop(dir, cl); err != nil {
+			if _, err := writeClosedLoop(dir, cl, nil); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)
@@ -105,7 +105,7 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 		{at("energy", 20, 10, 4), "calibration.closed_loop_others[1]", 2},
 	}
 	for i, st := range steps {
-		where, err := writeClosedLoop(dir, st.cl)
+		where, err := writeClosedLoop(dir, st.cl, nil)
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -135,7 +135,7 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 			t.Errorf("ClosedLoopFor(%g Hz, K=%d) = %+v, %v; want threshold %g, %v", tc.rate, tc.k, cl, ok, tc.thr, tc.match)
 		}
 	}
-	where, err := writeClosedLoop(dir, at("state_energy", 10, 20, 5))
+	where, err := writeClosedLoop(dir, at("state_energy", 10, 20, 5), nil)
 	if err != nil || !strings.Contains(where, "its 2 closed_loop_others, of score energy, dropped") {
 		t.Fatalf("another score: went to %q (%v)", where, err)
 	}
@@ -360,7 +360,7 @@ func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
 func verifiedCalibration(t *testing.T, cl *safety.ClosedLoop) string {
 	t.Helper()
 	dir := writeTestBundle(t)
-	if _, err := writeClosedLoop(dir, cl); err != nil {
+	if _, err := writeClosedLoop(dir, cl, nil); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer

@@ -95,7 +95,7 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 			if err := checkCalibratable(dir, "state_energy", 20, 20); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := writeClosedLoop(dir, cl); err != nil {
+			if _, err := writeClosedLoop(dir, cl, nil); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)

@@ -164,6 +164,14 @@ function showSample(m) {
   $('v-loop').textContent = fmt(m.loop_hz, 1) + ' Hz';
   $('v-inf').textContent = fmt(m.inference_ms, 1) + ' ms';
   $('v-tickms').textContent = fmt(m.tick_ms, 1) + ' ms';
+  // How late the recent plans land (p90, control periods) against the
+  // lateness the stop's calibration was driven at.
+  const late = m.plan_late, lim = m.plan_late_limit;
+  const over = late !== null && late !== undefined && lim !== null && lim !== undefined && late > lim;
+  $('v-late').textContent = (late === null || late === undefined) ? '—'
+    : fmt(late, 2) + ' periods' + (lim === null || lim === undefined ? '' : ' (limit ' + fmt(lim, 2) + ')');
+  $('r-late').className = over ? 'warn' : '';
+  $('late-note').hidden = !over;
   $('v-joints').textContent = vec(m.joints);
   $('v-joints').parentElement.hidden = !(m.joints && m.joints.length); // an arm without joint readings
   $('v-ee').textContent = vec(m.ee);
