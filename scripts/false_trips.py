@@ -39,6 +39,10 @@ seed is at least SEED: the fresh part of a folder an earlier --fit-below calibra
 task (--tasks TASK).
 With --split-p50 MS, the shipped table is repeated for the chunks whose inference p50 was at most MS
 and for those above it: the policy's latency (how loaded the host was) changes how it drives.
+With --split-late, the shipped table per task for the episodes in which the runtime warned that its
+plans landed later than the calibration's (sim eval's late_spells > 0), for those in which it did
+not, and for the chunks driven with no lateness limit (plan_late_limit_periods null: the bundle's
+calibration records no plan_latency), so that each episode is split by the runtime's own signal.
 With --per-chunk, a table per chunk at the shipped threshold: its inference p50 and p90, the episodes
 that failed, the episodes whose 2-of-5 statistic (stop_rules.critical: the lowest threshold that never
 trips the episode) is over the threshold, and the largest statistic; and per task the chunks' median
@@ -57,7 +61,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -173,13 +177,18 @@ def rule_spec(q: float, ceiling: Optional[float] = None) -> str:
     return f"n_of_m:2:5:{q!r}" + (f"|n_of_m:1:1:{ceiling!r}" if ceiling is not None else "")
 
 
-def check(cells: List[Path], q: float, rate: float, ceiling: Optional[float] = None) -> Dict:
+def check(cells: List[Path], q: float, rate: float, ceiling: Optional[float] = None,
+          keep: Optional[Callable[[str, int], bool]] = None) -> Dict:
+    """The 2-of-5 rule at q (and the ceiling) replayed on every episode of cells, or on those keep
+    (cell, episode) admits."""
     _, make = sr.parse_rule(rule_spec(q, ceiling))
     ok = succeeded(cells)
     eps = tripped = every = ticks = 0
     in_success = in_failure = 0
     for c in cells:
         for ep, lines in sr.load(str(c), "state_energy").items():
+            if keep is not None and not keep(str(c), ep):
+                continue
             t, r = sr.all_trips(lines, make, q)
             eps += 1
             every += t
@@ -293,6 +302,8 @@ def main() -> None:
                                                  "driving's trips per hour and the faults caught at each")
     ap.add_argument("--split-p50", type=float, default=0.0, help="also the shipped table for the chunks with "
                                                                     "inference p50 at most this many ms, and above it")
+    ap.add_argument("--split-late", action="store_true", help="also the shipped table split by whether the "
+                                                               "runtime warned that its plans were late")
     ap.add_argument("--per-chunk", action="store_true", help="also a table per chunk: latency, failures, "
                                                               "episodes over the shipped threshold")
     ap.add_argument("--json", default="")
@@ -319,6 +330,8 @@ def main() -> None:
     shipped(a, list(tasks), chk, res)
     if a.split_p50:
         split(a, list(tasks), chk, res)
+    if a.split_late:
+        split_late(a, list(tasks), chk, res)
     if a.per_chunk:
         per_chunk(a, list(tasks), chk, res)
     if a.json:
@@ -460,6 +473,50 @@ def split(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], r
             # two decimals on the totals: the bound is compared with issue 20's 1 per hour
             print(f"| all, p50 {'≤' if side == 'light' else '>'} {a.split_p50:g} ms | | | "
                   f"| {rate_cell(tot['trips'], tot['hours'], 2, 2)} |")
+
+
+def late_groups(cells: List[Path]) -> Dict[tuple, str]:
+    """(cell, episode) -> "warned" (the runtime warned its plans were late), "in time", or "no limit"
+    (the chunk ran without a lateness limit)."""
+    out: Dict[tuple, str] = {}
+    for c in cells:
+        s = json.loads(Path(str(c) + ".json").read_text())
+        if "plan_late_limit_periods" not in s:
+            raise SystemExit(f"false_trips.py: --split-late: {c}.json has no plan_late_limit_periods: "
+                             "driven before the runtime warned of late plans; drop --split-late or drive it again")
+        for r in s["results"]:
+            if s["plan_late_limit_periods"] is None:
+                g = "no limit"
+            else:
+                g = "warned" if r["late_spells"] > 0 else "in time"
+            out[(str(c), r["episode"])] = g
+    return out
+
+
+def split_late(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path]], res: Dict) -> None:
+    """The shipped stop's false trips per hour, per task, in the episodes the runtime warned of late
+    plans, in those it did not, and in those driven without a limit."""
+    print("\n| task | runtime on its plans | episodes succeeded | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) |")
+    print("|---|---|---|---|")
+    for group in ("in time", "warned", "no limit"):
+        tot = {"trips": 0, "hours": 0.0}
+        for task in tasks:
+            cells = chk.get(task, [])
+            groups = late_groups(cells)
+            if group not in groups.values():
+                continue
+            thr, _ = shipped_threshold(task, a.rate, a.bundle)
+            c = check(cells, thr, a.rate, shipped_ceiling(task, a.rate, a.bundle),
+                      keep=lambda cell, ep: groups[(cell, ep)] == group)
+            ok = succeeded(cells)
+            won = sum(ok[k] for k, g in groups.items() if g == group)
+            print(f"| {task} | {group} | {won}/{c['episodes']} "
+                  f"| {rate_cell(c['trips'], c['hours'], 1, 1)} ({c['trips_in_successes']}, {c['trips_in_failures']}) |")
+            tot["trips"] += c["trips"]
+            tot["hours"] += c["hours"]
+            res.setdefault("split_late", {}).setdefault(group, {})[task] = c
+        if tot["hours"]:
+            print(f"| all | {group} | | {rate_cell(tot['trips'], tot['hours'], 2, 2)} |")
 
 
 def statistics_of(cell: Path) -> List[float]:

@@ -1,5 +1,6 @@
 """scripts/false_trips.py: the per-hour interval it prints beside the shipped stop's false trips."""
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -156,3 +157,34 @@ def test_per_chunk(tmp_path, capsys):
     assert rows[1] == "| assembly_70010 | 80 / 120 | 0 | 0 | 3 |"
     assert rows[2].startswith("| assembly | 80 (80–80) / 120 (120–120) | 3 | ") and rows[2].endswith(" / 50 |")
     assert res["per_chunk"][str(tmp_path / "assembly_70000")]["statistics"] == [50.0, 1.0]
+
+
+def test_split_late(tmp_path, capsys):
+    """Each episode goes with the runtime's own word on its plans: warned late, in time, or no limit."""
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text('{"state_energy": {"calibration": {"quantiles": {"99.9": 10.0}}}}')
+    chunks = {  # (limit, [(late_spells, success, trace)])
+        "assembly_80000": (1.54, [(0, True, [1, 2, 1, 2]), (2, False, [1, 50, 1, 50, 1])]),
+        "assembly_80010": (None, [(0, True, [1, 50, 50, 1])]),
+    }
+    for name, (limit, eps) in chunks.items():
+        cell = tmp_path / name
+        cell.with_suffix(".jsonl").write_text("".join(
+            f'{{"episode": {e}, "state": "RUNNING", "state_energy": {x}}}\n' for e, (_, _, xs) in enumerate(eps) for x in xs))
+        cell.with_suffix(".json").write_text(json.dumps({"plan_late_limit_periods": limit, "results": [
+            {"episode": e, "success": ok, "late_spells": n} for e, (n, ok, _) in enumerate(eps)]}))
+    a = ft.argparse.Namespace(rate=10.0, bundle=bundle)
+    res: dict = {}
+    ft.split_late(a, ["assembly"], {"assembly": [tmp_path / "assembly_80000", tmp_path / "assembly_80010"]}, res)
+    rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| assembly")]
+    assert rows[0].startswith("| assembly | in time | 1/1 | 0 / ") and rows[0].endswith("(0, 0) |")
+    assert rows[1].startswith("| assembly | warned | 0/1 | 1 / ") and rows[1].endswith("(0, 1) |")
+    assert rows[2].startswith("| assembly | no limit | 1/1 | 1 / ") and rows[2].endswith("(1, 0) |")
+    assert {g: c["episodes"] for g, c in ((g, t["assembly"]) for g, t in res["split_late"].items())} == \
+        {"in time": 1, "warned": 1, "no limit": 1}
+    # a chunk driven before the runtime warned of late plans is refused with one line
+    old = tmp_path / "assembly_80020"
+    old.with_suffix(".json").write_text('{"results": []}')
+    with pytest.raises(SystemExit, match="has no plan_late_limit_periods: driven before the runtime warned"):
+        ft.late_groups([old])
