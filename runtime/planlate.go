@@ -14,7 +14,7 @@ import (
 // (docs/evaluation.md, "Late plans and a loaded host"): the quiet host's
 // chunks ran at a median p90 of 0.99 periods and made no trip in 2.66 h;
 // one busy core raised it to 1.32 with no trip in 0.26 h; the chunks that
-// tripped ran at 1.67–2.6.
+// tripped ran at 1.63–2.6 (and "The five tasks at 10 Hz again").
 const PlanLateMargin = 0.5
 
 // planLateWindow is how many recent plans the p90 is taken over, and
