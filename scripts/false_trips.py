@@ -498,17 +498,18 @@ def split_late(a: argparse.Namespace, tasks: List[str], chk: Dict[str, List[Path
     plans, in those it did not, and in those driven without a limit."""
     print("\n| task | runtime on its plans | episodes succeeded | fresh: trips / hours = per hour [Poisson 95 %] (in successes, in failures) |")
     print("|---|---|---|---|")
+    # each task's summaries read once, not once per group
+    per_task = {t: (late_groups(chk.get(t, [])), succeeded(chk.get(t, []))) for t in tasks}
     for group in ("in time", "warned", "no limit"):
         tot = {"trips": 0, "hours": 0.0}
         for task in tasks:
             cells = chk.get(task, [])
-            groups = late_groups(cells)
+            groups, ok = per_task[task]
             if group not in groups.values():
                 continue
             thr, _ = shipped_threshold(task, a.rate, a.bundle)
             c = check(cells, thr, a.rate, shipped_ceiling(task, a.rate, a.bundle),
                       keep=lambda cell, ep: groups[(cell, ep)] == group)
-            ok = succeeded(cells)
             won = sum(ok[k] for k, g in groups.items() if g == group)
             print(f"| {task} | {group} | {won}/{c['episodes']} "
                   f"| {rate_cell(c['trips'], c['hours'], 1, 1)} ({c['trips_in_successes']}, {c['trips_in_failures']}) |")
