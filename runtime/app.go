@@ -262,6 +262,11 @@ func (t teeObserver) ObserveInference(d time.Duration) {
 	t[1].ObserveInference(d)
 }
 
+func (t teeObserver) ObservePlanLateness(p90, limit float64, late bool) {
+	t[0].ObservePlanLateness(p90, limit, late)
+	t[1].ObservePlanLateness(p90, limit, late)
+}
+
 func (t teeObserver) ObserveEnergy(score, threshold float64) {
 	t[0].ObserveEnergy(score, threshold)
 	t[1].ObserveEnergy(score, threshold)

@@ -266,8 +266,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal("the policy never commanded a non-zero velocity")
 	}
 	metrics := s.get(t, "/metrics")
-	if !strings.Contains(metrics, "energy") {
-		t.Fatalf("no energy metric published:\n%.2000s", metrics)
+	for _, name := range []string{"energyflow_energy_score", "energyflow_plan_late_p90_periods", "energyflow_plans_late"} {
+		if !strings.Contains(metrics, name) {
+			t.Fatalf("no %s published:\n%.2000s", name, metrics)
+		}
 	}
 	st := s.app.Loop().Stats()
 	if st.Chunks < 2 || st.Replans < 2 {

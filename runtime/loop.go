@@ -29,6 +29,10 @@ type TickObserver interface {
 	ObserveTick(duration, jitter time.Duration)
 	TickOverrun()
 	ObserveInference(d time.Duration)
+	// ObservePlanLateness follows every finished plan: the recent plans'
+	// p90 latency in control periods (NaN before enough plans), the limit
+	// past which the loop warns (0: none), and whether it is past it.
+	ObservePlanLateness(p90, limit float64, late bool)
 	ObserveEnergy(score, threshold float64)
 }
 
@@ -551,6 +555,9 @@ func (l *Loop) watchLateness(d time.Duration) {
 	}
 	if l.late.over {
 		l.stats.latePlans.Add(1)
+	}
+	if l.d.Metrics != nil {
+		l.d.Metrics.ObservePlanLateness(l.late.p90, l.late.limit, l.late.over)
 	}
 }
 

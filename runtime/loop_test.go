@@ -518,6 +518,8 @@ func TestLoopWarnsWhenPlansLandLate(t *testing.T) {
 	var latency atomic.Int64
 	h := newLoopHarness(t, harnessOptions{bundle: testBundle(t), planLateLimit: 1.5,
 		latency: func() time.Duration { return time.Duration(latency.Load()) }})
+	metrics := telemetry.NewMetrics()
+	h.l.d.Metrics = metrics
 	period := h.l.period
 	plans := func(n int64, d time.Duration) {
 		t.Helper()
@@ -545,6 +547,12 @@ func TestLoopWarnsWhenPlansLandLate(t *testing.T) {
 	if lim, from := h.l.PlanLateLimit(); lim != 1.5 || from != "loop.plan_late_limit" {
 		t.Errorf("PlanLateLimit() = %v, %q", lim, from)
 	}
+	for name, want := range map[string]float64{"energyflow_plan_late_p90_periods": 2.5,
+		"energyflow_plan_late_limit_periods": 1.5, "energyflow_plans_late": 1, "energyflow_plan_late_spells_total": 1} {
+		if got := metricValue(t, metrics, name); got != want {
+			t.Errorf("late: %s = %v, want %v", name, got, want)
+		}
+	}
 	var sink lastSample
 	h.l.d.Sink = &sink
 	h.step()
@@ -555,6 +563,32 @@ func TestLoopWarnsWhenPlansLandLate(t *testing.T) {
 	if st := h.l.Stats(); st.LateSpells != 1 || h.l.late.over {
 		t.Fatalf("back on time: %d spells, over %v; want the one spell, ended", st.LateSpells, h.l.late.over)
 	}
+	for name, want := range map[string]float64{"energyflow_plan_late_p90_periods": 0.5,
+		"energyflow_plans_late": 0, "energyflow_plan_late_spells_total": 1} {
+		if got := metricValue(t, metrics, name); got != want {
+			t.Errorf("back on time: %s = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// metricValue reads one gauge or counter from the metrics' registry.
+func metricValue(t *testing.T, m *telemetry.Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name || len(f.GetMetric()) != 1 {
+			continue
+		}
+		if g := f.GetMetric()[0].GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return f.GetMetric()[0].GetCounter().GetValue()
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 // lastSample is a Sink that keeps the newest sample.

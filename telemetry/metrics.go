@@ -3,6 +3,7 @@ package telemetry
 import (
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,11 @@ type Metrics struct {
 	tickJitter   prometheus.Histogram
 	tickOverruns prometheus.Counter
 	inference    prometheus.Histogram
+	planLateP90  prometheus.Gauge
+	planLateMax  prometheus.Gauge
+	plansLate    prometheus.Gauge
+	lateSpells   prometheus.Counter
+	wasLate      atomic.Bool
 	energy       prometheus.Gauge
 	threshold    prometheus.Gauge
 	energyDist   prometheus.Histogram
@@ -79,6 +85,14 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 			Help: "Ticks that ended after the next tick's deadline."}),
 		inference: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inference_latency_seconds",
 			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
+		planLateP90: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_p90_periods",
+			Help: "p90 of the recent plans' inference latency, in control periods (NaN until ten plans have finished)."}),
+		planLateMax: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_limit_periods",
+			Help: "p90 lateness past which the loop warns that the energy stop's calibration does not hold (NaN: no limit)."}),
+		plansLate: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plans_late",
+			Help: "1 while the recent plans' p90 is past plan_late_limit_periods (the loop has warned), else 0."}),
+		lateSpells: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "plan_late_spells_total",
+			Help: "Times the recent plans' p90 passed plan_late_limit_periods."}),
 		energy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_score",
 			Help: "Latest energy score the safety monitor compares with the threshold (NaN: none, e.g. a policy without an energy)."}),
 		threshold: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "energy_threshold",
@@ -115,10 +129,13 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 	// energy, or with the monitor disabled): NaN, not a fake 0.
 	m.energy.Set(math.NaN())
 	m.threshold.Set(math.NaN())
+	m.planLateP90.Set(math.NaN())
+	m.planLateMax.Set(math.NaN())
 	m.dropBusy = m.framesDropped.WithLabelValues("busy")
 	m.dropRate = m.framesDropped.WithLabelValues("rate")
 	m.dropInvalid = m.framesDropped.WithLabelValues("invalid")
-	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference, m.energy, m.threshold, m.energyDist,
+	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference,
+		m.planLateP90, m.planLateMax, m.plansLate, m.lateSpells, m.energy, m.threshold, m.energyDist,
 		m.trips, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
 		m.sendDelay, m.keyframes, m.viewers, m.dcDropped, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -148,6 +165,26 @@ func (m *Metrics) TickOverrun() { m.tickOverruns.Inc() }
 
 // ObserveInference records the latency of one policy inference.
 func (m *Metrics) ObserveInference(d time.Duration) { m.inference.Observe(d.Seconds()) }
+
+// ObservePlanLateness records, after a finished plan, the p90 of the
+// recent plans' latency in control periods (NaN: too few yet), the limit
+// past which the loop warns (NaN or 0: none), and whether the p90 is past
+// it; a change from in time to late counts a late spell.
+func (m *Metrics) ObservePlanLateness(p90, limit float64, late bool) {
+	if limit <= 0 {
+		limit = math.NaN()
+	}
+	m.planLateP90.Set(p90)
+	m.planLateMax.Set(limit)
+	if late {
+		m.plansLate.Set(1)
+	} else {
+		m.plansLate.Set(0)
+	}
+	if was := m.wasLate.Swap(late); late && !was {
+		m.lateSpells.Inc()
+	}
+}
 
 // ObserveEnergy records the latest energy score and the threshold in force.
 func (m *Metrics) ObserveEnergy(score, threshold float64) {

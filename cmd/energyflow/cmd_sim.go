@@ -723,9 +723,10 @@ func (t *inferenceTimes) ObserveInference(d time.Duration) {
 	t.mu.Unlock()
 }
 
-func (*inferenceTimes) ObserveTick(time.Duration, time.Duration) {}
-func (*inferenceTimes) TickOverrun()                             {}
-func (*inferenceTimes) ObserveEnergy(float64, float64)           {}
+func (*inferenceTimes) ObserveTick(time.Duration, time.Duration)   {}
+func (*inferenceTimes) TickOverrun()                               {}
+func (*inferenceTimes) ObserveEnergy(float64, float64)             {}
+func (*inferenceTimes) ObservePlanLateness(float64, float64, bool) {}
 
 func (t *inferenceTimes) values() []float64 {
 	t.mu.Lock()
