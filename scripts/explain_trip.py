@@ -194,12 +194,18 @@ def rows_table(rec: Recording, rows: list[int]) -> str:
     return "\n".join(lines)
 
 
-def read_outcomes(paths: list[Path]) -> dict[int, str]:
-    """Seed → how the episode ended ("success", "timeout", ...), from `sim eval --json` files."""
-    out: dict[int, str] = {}
+def read_outcomes(paths: list[Path]) -> dict[tuple[str | None, int], str]:
+    """(task, seed) → how the episode ended ("success", "truncated", ...), from `sim eval --json` files.
+
+    The task is the file's own "task" (None in a file without one): the tasks of one folder of
+    scripts/level0_hours.sh share their seeds, so a seed alone does not name an episode.
+    """
+    out: dict[tuple[str | None, int], str] = {}
     for p in paths:
-        for r in json.loads(p.read_text()).get("results", []):
-            out[int(r["seed"])] = str(r.get("end", "success" if r.get("success") else "failure"))
+        s = json.loads(p.read_text())
+        task = s.get("task")
+        for r in s.get("results", []):
+            out[(task, int(r["seed"]))] = str(r.get("end", "success" if r.get("success") else "failure"))
     return out
 
 
@@ -207,6 +213,20 @@ def seed_of(path: Path) -> int | None:
     """The seed in a recording's folder name (TASK_SEED), or None."""
     tail = path.parent.name.rsplit("_", 1)[-1]
     return int(tail) if tail.isdigit() else None
+
+
+def outcome_of(path: Path, outcomes: dict[tuple[str | None, int], str]) -> str:
+    """How the episode of the recording at path ended, by its folder's TASK_SEED; "?" when unknown.
+
+    A result from a file that names no task matches by seed alone, as long as only one such does.
+    """
+    seed = seed_of(path)
+    if seed is None:
+        return "?"
+    task = path.parent.name.rsplit("_", 1)[0]
+    if (task, seed) in outcomes:
+        return outcomes[(task, seed)]
+    return outcomes.get((None, seed), "?")
 
 
 @dataclass
@@ -221,15 +241,14 @@ class Peak:
     farthest: tuple[str, float] | None = None  # the state dimension farthest from the demonstrations, its z
 
 
-def summarize(path: Path, bundle: Path | None, outcomes: dict[int, str]) -> Peak:
-    """A recording's Peak: its episode's outcome by seed (``outcomes``), its highest state score."""
+def summarize(path: Path, bundle: Path | None, outcomes: dict[tuple[str | None, int], str]) -> Peak:
+    """A recording's Peak: its episode's outcome by task and seed (``outcomes``), its highest state score."""
     rec = read_recording(path)
     if bundle is None:
         bundle = ROOT / "bundles" / rec.env
     mean, std = state_norm(bundle)
-    seed = seed_of(path)
-    name = path.parent.name if seed is not None else path.name
-    p = Peak(name, outcomes.get(seed, "?") if seed is not None else "?", len(rec.state))
+    name = path.parent.name if seed_of(path) is not None else path.name
+    p = Peak(name, outcome_of(path, outcomes), len(rec.state))
     i = highest(rec)
     if i is not None:
         (dim, _, z), = farthest(rec.state[i], mean, std, 1)
@@ -270,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summary", action="store_true", help="one line per recording")
     ap.add_argument("--rows", default="", help="also print these rows (\"100-119,200\"): score, object pose, hand, gripper")
     ap.add_argument("--outcomes", type=Path, nargs="+", default=[],
-                    help="sim eval --json files: how each episode ended, joined by the seed in the recording's folder name")
+                    help="sim eval --json files: how each episode ended, joined by the task and seed in the recording's folder name")
     a = ap.parse_args(argv)
     try:
         outcomes = read_outcomes(a.outcomes)

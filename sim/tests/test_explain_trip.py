@@ -103,13 +103,31 @@ def test_summary_joins_outcomes_by_seed(tmp_path):
     state = np.stack([quat_state([1.0, 0.0, 0.0, 0.0]), quat_state(side), quat_state([1.0, 0.0, 0.0, 0.0])])
     write_recording(ep / "episode.hdf5", state, np.array([1.0, 400.0, 2.0]), None)
     res = tmp_path / "chunk.json"
-    res.write_text(json.dumps({"results": [{"seed": 4242, "success": False, "end": "timeout"},
-                                           {"seed": 4243, "success": True, "end": "success"}]}))
-    peak = et.summarize(ep / "episode.hdf5", write_bundle(tmp_path / "b", 39), et.read_outcomes([res]))
+    res.write_text(json.dumps({"task": "bin-picking", "results": [{"seed": 4242, "success": False, "end": "timeout"},
+                                                                  {"seed": 4243, "success": True, "end": "success"}]}))
+    # another task's chunk with the same seeds, as in one folder of level0_hours.sh
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"task": "button-press", "results": [{"seed": 4242, "success": True, "end": "success"}]}))
+    peak = et.summarize(ep / "episode.hdf5", write_bundle(tmp_path / "b", 39), et.read_outcomes([res, other]))
     out = et.summary_line(peak)
     f = out.split()
     assert f[0] == "bin-picking_4242" and f[1] == "timeout" and "max state_energy 400 at row 1" in " ".join(out.split())
     assert "turned 90° tilt 90°" in " ".join(out.split())
+    assert et.read_outcomes([other, res])[("bin-picking", 4242)] == "timeout"
+
+
+@pytest.mark.parametrize("files,want", [
+    ([{"results": [{"seed": 7, "end": "truncated"}]}], "truncated"),           # no task in the file: by seed
+    ([{"task": "hammer", "results": [{"seed": 7, "end": "success"}]}], "?"),   # another task's episode
+    ([], "?"),
+])
+def test_outcome_of_matches_task_and_seed(tmp_path, files, want):
+    paths = []
+    for i, f in enumerate(files):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(f))
+    rec = tmp_path / "recordings" / "bin-picking_7" / "episode.hdf5"
+    assert et.outcome_of(rec, et.read_outcomes(paths)) == want
 
 
 def test_main_outcomes_error_is_one_line(tmp_path, capsys):
