@@ -218,7 +218,8 @@ def seed_of(path: Path) -> int | None:
 def outcome_of(path: Path, outcomes: dict[tuple[str | None, int], str]) -> str:
     """How the episode of the recording at path ended, by its folder's TASK_SEED; "?" when unknown.
 
-    A result from a file that names no task matches by seed alone, as long as only one such does.
+    A result from a file that names no task matches by seed alone (of several such files with the
+    same seed, the last one read).
     """
     seed = seed_of(path)
     if seed is None:

@@ -18,21 +18,21 @@ import (
 type Metrics struct {
 	reg *prometheus.Registry
 
-	tickDuration prometheus.Histogram
-	tickJitter   prometheus.Histogram
-	tickOverruns prometheus.Counter
-	inference    prometheus.Histogram
-	planLateP90  prometheus.Gauge
-	planLateMax  prometheus.Gauge
-	plansLate    prometheus.Gauge
-	lateSpells   prometheus.Counter
-	wasLate      atomic.Bool
-	energy       prometheus.Gauge
-	threshold    prometheus.Gauge
-	energyDist   prometheus.Histogram
-	trips        *prometheus.CounterVec
-	modbusRTT    *prometheus.HistogramVec
-	modbusErrors *prometheus.CounterVec
+	tickDuration  prometheus.Histogram
+	tickJitter    prometheus.Histogram
+	tickOverruns  prometheus.Counter
+	inference     prometheus.Histogram
+	planLateP90   prometheus.Gauge
+	planLateLimit prometheus.Gauge
+	plansLate     prometheus.Gauge
+	lateSpells    prometheus.Counter
+	wasLate       atomic.Bool
+	energy        prometheus.Gauge
+	threshold     prometheus.Gauge
+	energyDist    prometheus.Histogram
+	trips         *prometheus.CounterVec
+	modbusRTT     *prometheus.HistogramVec
+	modbusErrors  *prometheus.CounterVec
 
 	framesCaptured prometheus.Counter
 	framesEncoded  prometheus.Counter
@@ -87,7 +87,7 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
 		planLateP90: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_p90_periods",
 			Help: "p90 of the recent plans' inference latency, in control periods (NaN until ten plans have finished)."}),
-		planLateMax: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_limit_periods",
+		planLateLimit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_limit_periods",
 			Help: "p90 lateness past which the loop warns that the energy stop's calibration does not hold (NaN: no limit)."}),
 		plansLate: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plans_late",
 			Help: "1 while the recent plans' p90 is past plan_late_limit_periods (the loop has warned), else 0."}),
@@ -130,12 +130,12 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 	m.energy.Set(math.NaN())
 	m.threshold.Set(math.NaN())
 	m.planLateP90.Set(math.NaN())
-	m.planLateMax.Set(math.NaN())
+	m.planLateLimit.Set(math.NaN())
 	m.dropBusy = m.framesDropped.WithLabelValues("busy")
 	m.dropRate = m.framesDropped.WithLabelValues("rate")
 	m.dropInvalid = m.framesDropped.WithLabelValues("invalid")
 	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference,
-		m.planLateP90, m.planLateMax, m.plansLate, m.lateSpells, m.energy, m.threshold, m.energyDist,
+		m.planLateP90, m.planLateLimit, m.plansLate, m.lateSpells, m.energy, m.threshold, m.energyDist,
 		m.trips, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
 		m.sendDelay, m.keyframes, m.viewers, m.dcDropped, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -175,7 +175,7 @@ func (m *Metrics) ObservePlanLateness(p90, limit float64, late bool) {
 		limit = math.NaN()
 	}
 	m.planLateP90.Set(p90)
-	m.planLateMax.Set(limit)
+	m.planLateLimit.Set(limit)
 	if late {
 		m.plansLate.Set(1)
 	} else {
