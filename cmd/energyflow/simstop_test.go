@@ -128,10 +128,12 @@ func hostStop(kind string) bool {
 // within 0.5 s: the arm's state reads all zeros from environment step 40
 // (--fault zero_state, sim/world.py) and the energy stop, with the shipped
 // bundle's default watch set, trips within 0.5 s of the fault's onset at
-// the control rate. The n-of-m rule (3 of 5) needs three fresh scores over
-// the threshold, and the first fresh score on the zeroed state comes a few
-// ticks after the onset (the arm read, the re-score, its result): measured
-// on a loaded 2-core machine, 150–550 ms, median 300 ms (docs/safety.md).
+// the control rate. The stopping score's window (2 of 5 for state_energy,
+// 3 of 5 for the policy energy) needs that many fresh scores over the
+// threshold, and the first fresh score on the zeroed state comes at the
+// tick after the onset at the earliest (the arm read, the re-score): with
+// the policy energy's 3 of 5, before state_energy was scored every tick,
+// 150–550 ms on a loaded 2-core machine, median 300 ms (docs/safety.md).
 func TestSimEvalZeroStateStops(t *testing.T) {
 	const faultStep = 40
 	const maxDelay = 500 * time.Millisecond
@@ -142,9 +144,12 @@ func TestSimEvalZeroStateStops(t *testing.T) {
 		t.Fatalf("%d episodes, want 2", len(s.Results))
 	}
 	period := time.Second / stopTestRateHz
-	n := safety.DefaultConfig().Energy.Rule.NOfM.N // sim eval's rule: n of m
+	rule := safety.DefaultConfig().Energy.Rule.NOfM // the policy energies' window
 	checked := 0
 	for _, r := range s.Results {
+		// n: fresh scores over the threshold the stopping score's window
+		// needs (state_energy's is 2 of 5, safety.StateEnergyNOfM).
+		n := safety.ScoreNOfM(r.StopScore, rule).N
 		lines := ticks[r.Episode]
 		if len(lines) == 0 {
 			t.Fatalf("episode %d: no per-tick scores", r.Episode)
