@@ -35,6 +35,15 @@ type AppOptions struct {
 	// do: the evaluation harness reports the measured inference latency.
 	// Its methods run on the loop's goroutine and must not block.
 	Metrics TickObserver
+	// InferenceDelay, evaluation only (sim eval --delay), holds every plan
+	// this much longer before it reaches the loop, as a slower or busier
+	// host would: the loop replans earlier and drops the actions that are
+	// stale when it lands, exactly as for a slow sampler. Zero: none.
+	InferenceDelay time.Duration
+	// Episodes, if set, lets the live view restart the scene (the
+	// simulated robot's episodes: telemetry.EpisodeControl); nil on a
+	// real robot.
+	Episodes telemetry.EpisodeControl
 }
 
 // App is the whole runtime built from a Config: bundle and sampler, arm,
@@ -55,8 +64,9 @@ type App struct {
 	// viewCam is the live view's own video (telemetry.video.url); nil: the
 	// live view shows cam's frames.
 	viewCam camera.SourceCloser
-	camTime atomic.Int64 // unix nanos of the newest frame
-	vision  visionSet    // one pipeline per image input; nil for a state-only bundle
+	viewCfg camera.Config // viewCam's, to reconnect when a viewer returns
+	camTime atomic.Int64  // unix nanos of the newest frame
+	vision  visionSet     // one pipeline per image input; nil for a state-only bundle
 	tel     *telemetry.Server
 	telLn   net.Listener
 	loop    *Loop
@@ -160,7 +170,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	if a.guard, err = safety.New(a.arm, scfg, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events}); err != nil {
+	if a.guard, err = safety.New(a.arm, scfg, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events, Period: cfg.Period()}); err != nil {
 		return nil, err
 	}
 	guard.Store(a.guard)
@@ -175,7 +185,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		a.closers = append(a.closers, g.Close)
 		metrics := telemetry.NewMetricsWith(telemetry.MetricsOptions{EnergyBuckets: scoreBuckets(&a.bundle.Manifest, a.watch.String())})
 		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, GPU: g, Logger: log.With("part", "telemetry"),
-			Announce: opts.Announce, Metrics: metrics}); err != nil {
+			Announce: opts.Announce, Metrics: metrics, Episodes: opts.Episodes}); err != nil {
 			return nil, err
 		}
 		a.tel = tel
@@ -188,8 +198,8 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	// The live view's own video source, opened only for the view: the
 	// policy's camera path does not change.
 	if tel != nil && cfg.Telemetry.Video.URL != "" {
-		vc := camera.Config{Source: camera.KindHTTP, URL: cfg.Telemetry.Video.URL}
-		if a.viewCam, err = camera.Open(vc, log.With("part", "view-camera")); err != nil {
+		a.viewCfg = camera.Config{Source: camera.KindHTTP, URL: cfg.Telemetry.Video.URL}
+		if a.viewCam, err = camera.Open(a.viewCfg, log.With("part", "view-camera")); err != nil {
 			return nil, fmt.Errorf("runtime: telemetry.video.url: %w", err)
 		}
 		a.closers = append(a.closers, a.viewCam.Close)
@@ -207,8 +217,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		a.rec = newRecorder(cfg, &a.bundle.Manifest, log.With("part", "recording"))
 	}
 
+	var sampler PolicySampler = a.sampler
+	if opts.InferenceDelay > 0 {
+		sampler = delayedSampler{a.sampler, opts.InferenceDelay}
+	}
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
-		Sampler: a.sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
+		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
 	// A nil pointer in an interface would not be nil.
 	if a.scorer != nil {
 		deps.Scorer = a.scorer
@@ -623,10 +637,10 @@ func (a *App) cameraLoop(ctx context.Context) {
 	}
 }
 
-// viewLoop feeds the live view from its own source (telemetry.video.url),
-// e.g. the simulator's display-size render, so the view is not the policy's
-// small image scaled up. Its frames never reach the policy or the camera
-// watchdog. Errors are logged (rate-limited); the source reconnects by itself.
+// viewLoop feeds the live view from its own camera (telemetry.video.url)
+// while somebody watches. With no viewer it disconnects, so that the
+// camera does no work for nobody (the simulator renders its display view
+// only while a client reads it), and it reconnects when a viewer comes.
 func (a *App) viewLoop(ctx context.Context) {
 	var f camera.Frame
 	var rgb camera.RGB
@@ -639,8 +653,35 @@ func (a *App) viewLoop(ctx context.Context) {
 			lastLog = time.Now()
 		}
 	}
+	src := a.viewCam // opened by NewApp, not yet connected
+	defer func() {
+		if src != nil {
+			src.Close()
+		}
+	}()
+	idle := time.NewTicker(250 * time.Millisecond)
+	defer idle.Stop()
 	for ctx.Err() == nil {
-		if err := a.viewCam.Read(ctx, &f); err != nil {
+		if a.tel.Viewers() == 0 {
+			if src != nil {
+				src.Close()
+				src = nil
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-idle.C:
+			}
+			continue
+		}
+		if src == nil {
+			var err error
+			if src, err = camera.Open(a.viewCfg, a.log.With("part", "view-camera")); err != nil {
+				warn("live view camera", err) // validated at start: not expected
+				return
+			}
+		}
+		if err := src.Read(ctx, &f); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -676,14 +717,19 @@ func (a *App) forwardEvents(ctx context.Context) {
 				if e.Reason.Kind == safety.KindEnergy {
 					w = e.Reason.Score
 				}
-				te := telemetry.Event{Time: e.Time, Tick: uint64(e.Tick), Kind: e.Type.String(), Reason: e.Reason.Kind.String() + ": " + e.Reason.Message,
+				te := telemetry.Event{Time: e.Time, Tick: uint64(e.Tick), Kind: e.Type.String(), Reason: eventReason(&e),
 					Actor: e.Actor, Energy: e.Reason.Scores[w], Threshold: e.Reason.Threshold, Score: w.String()}
 				for _, s := range e.Trace {
 					te.Trace = append(te.Trace, s.Scores[w])
 				}
 				a.tel.PublishEvent(te)
-				if e.Type == safety.EventTrip {
+				switch e.Type {
+				case safety.EventTrip:
 					a.tel.Metrics().SafetyTrip(e.Reason.Kind.String())
+				case safety.EventRecoveryStart:
+					a.tel.Metrics().RecoveryStarted()
+				case safety.EventRecoveryEnd:
+					a.tel.Metrics().RecoveryEnded(e.End.String())
 				}
 			}
 			if a.rec != nil {
@@ -704,8 +750,30 @@ func (a *App) Close() {
 	a.closers = nil
 }
 
-// controller lets the live view's STOP and RESET reach the loop.
+// eventReason is the live view's line for a safety event: the reason, and
+// for recovery events the mode and how it ended; a coalesced refusal says
+// how many identical ones it stands for.
+func eventReason(e *safety.Event) string {
+	r := e.Reason.Kind.String() + ": " + e.Reason.Message
+	switch e.Type {
+	case safety.EventRecoveryStart:
+		r = "recovery (" + e.Recovery.String() + ") from " + r
+	case safety.EventRecoveryEnd:
+		r = fmt.Sprintf("recovery (%s) ended after %.1f s: %s — %s", e.Recovery, e.Duration.Seconds(), e.End, r)
+	case safety.EventRecoveryRefused:
+		r = "recovery (" + e.Recovery.String() + ") refused: " + r
+	}
+	if e.Repeated > 0 {
+		r += fmt.Sprintf(" (and %d more like it)", e.Repeated)
+	}
+	return r
+}
+
+// controller lets the live view's STOP, RESET and recovery mode reach the
+// loop.
 type controller struct{ a *App }
+
+var _ telemetry.Recoverer = controller{}
 
 func (c controller) Stop(ctx context.Context, actor, reason string) error {
 	return c.a.loop.Stop(ctx, actor, reason)
@@ -713,4 +781,34 @@ func (c controller) Stop(ctx context.Context, actor, reason string) error {
 
 func (c controller) Reset(ctx context.Context, actor string) error {
 	return c.a.loop.Arm(ctx, actor)
+}
+
+// delayedSampler is AppOptions.InferenceDelay: each plan takes d longer.
+type delayedSampler struct {
+	PolicySampler
+	d time.Duration
+}
+
+func (s delayedSampler) Sample(cond []float32, dst *engines.Result) error {
+	time.Sleep(s.d)
+	return s.PolicySampler.Sample(cond, dst)
+}
+
+func (c controller) Recover(ctx context.Context, actor, mode string) error {
+	m, ok := safety.ParseRecoveryMode(mode)
+	if !ok {
+		return fmt.Errorf("%w (by %s): unknown mode %q — use jog or retrace", safety.ErrRecoveryRefused, actor, mode)
+	}
+	return c.a.loop.Recover(ctx, actor, m)
+}
+
+func (c controller) Jog(actor string, v []float64, gripper float64) error {
+	return c.a.loop.Jog(actor, v, gripper)
+}
+
+func (c controller) RecoveryInfo() telemetry.RecoveryInfo {
+	sc := c.a.guard.Config()
+	r := sc.Recovery
+	return telemetry.RecoveryInfo{Axes: len(sc.Limits.MaxVelocity), SpeedFraction: r.SpeedFraction, TimeLimit: r.TimeLimit,
+		JogHold: r.JogHold, RetraceWindow: r.RetraceWindow}
 }

@@ -51,6 +51,10 @@ func (c *Chunk) Fill(pred []float32, start, count int, obsTime time.Time, period
 	c.n, c.next, c.ObsTime, c.Seq = count, 0, obsTime, seq
 }
 
+// Clear drops every remaining action (a new episode: the plan belongs to
+// the previous scene).
+func (c *Chunk) Clear() { c.n, c.next = 0, 0 }
+
 // Len returns how many actions remain to be executed.
 func (c *Chunk) Len() int { return c.n - c.next }
 

@@ -15,5 +15,7 @@
 // synchronously in the tick (state_energy, fresh on every tick), passes the
 // command through safety and publishes telemetry. The Machine holds the
 // operating state:
-// INIT → READY → RUNNING → STOPPED(reason) → reset → READY.
+// INIT → READY → RUNNING → STOPPED(reason) → reset → READY, and from a stop
+// the gate's recovery mode (Loop.Recover, Loop.Jog): STOPPED → RECOVERING →
+// RUNNING when it re-arms by itself, or → STOPPED.
 package runtime

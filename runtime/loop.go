@@ -16,6 +16,7 @@ import (
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
 	"github.com/energyflow/edge/telemetry"
+	"github.com/energyflow/edge/telemetry/lograte"
 )
 
 // Sink receives what the loop publishes every tick (the telemetry server).
@@ -140,9 +141,9 @@ type Loop struct {
 	wait        *time.Timer
 	sample      telemetry.Sample
 	lastInf     time.Duration
-	lastCondLog time.Time
+	condLogRate logRate
 	stateCond   []float32    // cond of the newest observation for State; nil without one
-	stateLogged time.Time    // when a failure of State was last logged
+	stateLog    logRate      // rate limit of the log line of a failing State
 	thr         float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
 	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
 	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
@@ -151,8 +152,30 @@ type Loop struct {
 	// take its address (a local would escape, one allocation a tick).
 	dec safety.Decision
 
+	// logs rate-limits the log lines of conditions that can repeat every
+	// tick; view is the sample's recovery and reset-block text (recovery.go).
+	logs loopLogs
+	view recoveryView
+
 	stats loopCounters
 	armed atomic.Bool // the gate has been armed at least once
+
+	// episode carries NewEpisode's request to the loop (one at a time);
+	// switching is the switch in progress, owned by the loop: the arm
+	// holds and the history stays frozen until the scene is replaced.
+	// Plans and re-scores of observations before episodeFrom belong to
+	// the previous scene and are dropped.
+	episode     chan *episodeSwitch
+	switching   *episodeSwitch
+	episodeFrom time.Time
+}
+
+// episodeSwitch is one NewEpisode in progress: the loop closes held once
+// it has written a hold; NewEpisode closes resume once the scene is
+// replaced (or it gave up).
+type episodeSwitch struct {
+	held, resume chan struct{}
+	acked        bool // held is closed
 }
 
 // NewLoop checks that the bundle, the arm and the safety limits fit together
@@ -231,6 +254,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		l.stateCond = make([]float32, d.Cond.Dim())
 	}
 	l.thr = d.Guard.ThresholdNow()
+	l.episode = make(chan *episodeSwitch, 1)
 	l.wait = time.NewTimer(time.Hour)
 	l.wait.Stop()
 	l.sample.Velocities = make([]float64, 0, 16)
@@ -281,6 +305,74 @@ func (l *Loop) Stop(ctx context.Context, actor, reason string) error {
 	err := l.d.Guard.Stop(ctx, actor, reason)
 	_ = l.machine.To(StateStopped, "operator stop by "+actor+": "+reason)
 	return err
+}
+
+// NewEpisode starts the policy afresh on a new scene, as the evaluation
+// harness does when it builds a runtime per episode: replace (the caller's
+// scene change, e.g. the simulator's reset) runs while the loop holds the
+// arm at zero velocity, and afterwards the loop forgets the observation
+// history, the committed plan, the gripper command and any plan or
+// re-score made from the old scene, and plans again from the new one (T_o
+// fresh observations first, as at start-up). The gate's state is untouched: a running arm keeps
+// running, a stopped one stays stopped until reset. Without it, the first
+// plan of the new scene would be conditioned on a history spanning both
+// scenes and the previous scene's actions would still run in the new one.
+//
+// It blocks until replace returns (or ctx ends); it fails when another
+// switch is in progress or the loop does not tick. The loop resumes
+// whatever happens.
+func (l *Loop) NewEpisode(ctx context.Context, replace func(context.Context) error) error {
+	sw := &episodeSwitch{held: make(chan struct{}), resume: make(chan struct{})}
+	select {
+	case l.episode <- sw:
+	default:
+		return errors.New("runtime: new episode: another one is starting")
+	}
+	defer close(sw.resume)
+	select {
+	case <-sw.held:
+	case <-ctx.Done():
+		return fmt.Errorf("runtime: new episode: the control loop did not hold the arm (%w) — is it running?", ctx.Err())
+	}
+	if err := replace(ctx); err != nil {
+		return fmt.Errorf("runtime: new episode: %w", err)
+	}
+	return nil
+}
+
+// episodeTick advances a NewEpisode in progress at the start of a tick and
+// reports whether the arm must hold this tick. A new request drops the
+// committed plan; a replaced scene clears the history and resumes.
+func (l *Loop) episodeTick(now time.Time) (hold bool) {
+	if l.switching == nil {
+		select {
+		case sw := <-l.episode:
+			l.switching = sw
+			l.chunk.Clear()
+			l.log.Debug("new episode: holding the arm while the scene is replaced")
+		default:
+			return false
+		}
+	}
+	select {
+	case <-l.switching.resume:
+		l.switching = nil
+		l.obs.clear()
+		l.chunk.Clear()
+		l.havePred = false
+		l.lastGrip = 0 // as at start-up: the new scene starts from the gripper command 0 (a held one would close it on nothing)
+		l.episodeFrom = now
+		return false
+	default:
+		return true
+	}
+}
+
+// stale reports whether a plan or re-score made from the observation at
+// obsTime must be dropped: a scene switch is in progress or it saw the
+// previous scene.
+func (l *Loop) stale(obsTime time.Time) bool {
+	return l.switching != nil || obsTime.Before(l.episodeFrom)
 }
 
 // Run ticks until ctx ends (or loop.max_ticks). On return the arm has been
@@ -353,14 +445,15 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 // while a cause persists (e.g. the first scores are not in yet). It never
 // re-arms after a stop: a stop latches until an operator resets it.
 func (l *Loop) autoStart(ctx context.Context) {
-	for attempt := 0; ; attempt++ {
+	var waiting lograte.Repeat[struct{}] // one line, then at most every 5 s
+	for {
 		if st, _ := l.machine.State(); st == StateReady {
 			err := l.Arm(ctx, "auto_start")
 			if err == nil {
 				return
 			}
-			if attempt%10 == 9 {
-				l.log.Info("auto start waiting", "err", err)
+			if log, n := waiting.Observe(l.d.Clock.Now(), struct{}{}); log {
+				l.log.Info("auto start waiting", "err", err, "repeated", n)
 			}
 		} else if st != StateInit {
 			return
@@ -378,12 +471,16 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	now := tk.Woke
 	l.stats.ticks.Add(1)
 	l.stats.missed.Add(tk.Missed)
+	hold := l.episodeTick(now) // a new episode's scene is being replaced
 
-	// 1. Arm state → observation history.
+	// 1. Arm state → observation history (frozen while the scene changes:
+	// the arm is still read, so its watchdogs keep watching).
 	armErr := l.d.Arm.State(ctx, &l.state)
 	if armErr == nil {
 		l.haveArm = true
-		l.obs.push(&l.state)
+		if !hold {
+			l.obs.push(&l.state)
+		}
 	} else {
 		l.stats.armErrors.Add(1)
 	}
@@ -396,10 +493,13 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if l.d.Metrics != nil {
 			l.d.Metrics.ObserveInference(j.latency)
 		}
-		if j.err != nil {
+		switch {
+		case j.err != nil:
 			l.stats.inferErrors.Add(1)
-			l.log.Warn("inference failed", "err", j.err)
-		} else {
+			l.logInference(now, j.err)
+		case l.stale(j.obsTime):
+			// planned from the previous scene: dropped
+		default:
 			l.seq++
 			copy(l.pred, j.res.Actions)
 			l.predTime, l.havePred = j.obsTime, true
@@ -409,7 +509,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 
 	// 3. Replan when the committed chunk runs low; never wait for it.
-	if l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.replanMargin() && armErr == nil {
+	if !hold && l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.replanMargin() && armErr == nil {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.infer.submit()
@@ -427,14 +527,14 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	// first (it is one tick old), then this tick's is submitted. Without a
 	// Scorer the energies stay NaN.
 	scores := safety.NoScores()
-	if l.d.State != nil && l.obs.ready() && armErr == nil {
+	if l.d.State != nil && l.obs.ready() && armErr == nil { // while holding: the frozen history's
 		l.scoreState(now, &scores)
 	}
 	if l.score != nil {
 		if j := l.score.poll(); j != nil {
 			l.takeScore(j, &scores)
 		}
-		if l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
+		if !hold && l.havePred && l.obs.ready() && armErr == nil && !l.score.busy {
 			l.fillScoreWindow(now)
 			if err := l.buildCond(l.score.job.cond); err == nil {
 				l.score.job.obsTime, l.score.job.start = l.obs.newest, now
@@ -493,7 +593,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.dec, gerr = l.d.Guard.Tick(ctx, &in)
 	dec := &l.dec
 	if gerr != nil {
-		l.log.Warn("gate", "err", gerr)
+		l.logGate(now, gerr)
 	}
 	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the time since arming
 	l.syncMachine(dec)
@@ -520,6 +620,10 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 	if l.d.OnTick != nil {
 		l.d.OnTick(tk, dec, scores)
+	}
+	if hold && !l.switching.acked {
+		l.switching.acked = true
+		close(l.switching.held) // this tick's hold is written: the scene may change
 	}
 }
 
@@ -586,13 +690,12 @@ func (l *Loop) buildCond(cond []float32) error {
 
 // condFailed counts a replan skipped because the conditioning could not be
 // built (no usable camera frame yet, typically) and logs it at most every
-// few seconds. The arm holds once the committed chunk runs out; a camera
-// that stays silent trips the camera watchdog.
+// 5 s, with the count. The arm holds once the committed chunk runs out; a
+// camera that stays silent trips the camera watchdog.
 func (l *Loop) condFailed(now time.Time, err error) {
 	l.stats.condErrors.Add(1)
-	if l.lastCondLog.IsZero() || now.Sub(l.lastCondLog) >= 5*time.Second {
-		l.lastCondLog = now
-		l.log.Warn("replan skipped: cannot build the policy's observation", "err", err)
+	if log, n := l.condLogRate.Observe(now, struct{}{}); log {
+		l.log.Warn("replan skipped: cannot build the policy's observation", "err", err, "repeated", n)
 	}
 }
 
@@ -622,6 +725,9 @@ func (l *Loop) takeScore(j *scoreJob, scores *safety.Scores) {
 		l.stats.scoreErrors.Add(1)
 		return
 	}
+	if l.stale(j.obsTime) {
+		return // the previous scene's
+	}
 	scores[safety.ScoreEnergy] = float64(j.score.Energy)
 	scores[safety.ScoreCentered] = float64(j.score.CenteredEnergy)
 	if l.d.State == nil {
@@ -641,9 +747,8 @@ func (l *Loop) scoreState(now time.Time, scores *safety.Scores) {
 	x, err := l.d.State.Energy(l.stateCond)
 	if err != nil {
 		l.stats.scoreErrors.Add(1)
-		if l.stateLogged.IsZero() || now.Sub(l.stateLogged) >= 5*time.Second {
-			l.stateLogged = now
-			l.log.Warn("state term failed: no state_energy this tick", "err", err)
+		if log, n := l.stateLog.Observe(now, struct{}{}); log {
+			l.log.Warn("state term failed: no state_energy this tick", "err", err, "repeated", n)
 		}
 		return
 	}
@@ -669,7 +774,8 @@ func (l *Loop) imagesReady() bool {
 	return err == nil
 }
 
-// syncMachine follows the gate: a trip moves RUNNING → STOPPED.
+// syncMachine follows the gate: a trip moves RUNNING → STOPPED, and the
+// gate's recovery mode moves in and out of RECOVERING.
 func (l *Loop) syncMachine(d *safety.Decision) {
 	st, _ := l.machine.State()
 	switch {
@@ -677,6 +783,8 @@ func (l *Loop) syncMachine(d *safety.Decision) {
 		_ = l.machine.To(StateReady, "arm connected, engines loaded")
 	case st == StateRunning && d.State == safety.Stopped:
 		_ = l.machine.To(StateStopped, d.Reason.Kind.String()+": "+d.Reason.Message)
+	default:
+		l.syncRecovery(st, d)
 	}
 }
 
@@ -697,6 +805,7 @@ func (l *Loop) publish(tk Tick, d *safety.Decision, scores safety.Scores, dur ti
 			s.Reason += ": " + d.Reason.Message
 		}
 	}
+	l.view.fill(s, d)
 	s.LoopRateHz = l.d.Config.Loop.RateHz
 	s.TickDuration = dur
 	s.InferenceLatency = l.lastInf

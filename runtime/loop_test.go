@@ -125,6 +125,8 @@ type harnessOptions struct {
 	scorer PolicyScorer       // nil: no re-scoring
 	state  StateTermEvaluator // nil: no synchronous state term
 	watch  []string           // monitored scores (threshold 1e9); none: energy stop off
+	// threshold, when set, is the monitored scores' threshold instead.
+	threshold float64
 	// planLateLimit is loop.plan_late_limit; latency, when set, how long
 	// each plan takes on the fake clock.
 	planLateLimit float64
@@ -161,6 +163,9 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	cfg.Loop.ScoreWait = 5 * time.Second // a fake re-score lands within its own tick
 	cfg.Loop.PlanLateLimit = o.planLateLimit
 	huge := 1e9
+	if o.threshold != 0 {
+		huge = o.threshold
+	}
 	sc := &cfg.Safety
 	sc.Limits.MaxVelocity = make([]float64, m.ActionDim-1) // velocity and gripper
 	for i := range sc.Limits.MaxVelocity {
@@ -595,3 +600,78 @@ func metricValue(t *testing.T, m *telemetry.Metrics, name string) float64 {
 type lastSample struct{ s telemetry.Sample }
 
 func (l *lastSample) Publish(s telemetry.Sample) { l.s = s }
+
+// NewEpisode holds the arm while the scene is replaced, drops the plan
+// made from the old scene (committed or still in flight), and plans again
+// from a fresh history of the new one; the gate keeps running.
+func TestLoopNewEpisode(t *testing.T) {
+	h := newLoopHarness(t, harnessOptions{bundle: testBundle(t)})
+	h.armGate(t)
+	for range 20 {
+		h.step()
+	}
+	if h.l.chunk.Len() == 0 && !h.l.infer.busy {
+		t.Fatal("no plan committed or in flight before the switch")
+	}
+	chunks := h.l.Stats().Chunks
+
+	replaced := make(chan struct{})
+	errc := make(chan error, 1)
+	var heldAt int64
+	pushed := h.l.obs.n
+	go func() {
+		errc <- h.l.NewEpisode(context.Background(), func(context.Context) error {
+			heldAt = h.n
+			close(replaced)
+			return nil
+		})
+	}()
+	for len(h.l.episode) == 0 && h.l.switching == nil {
+		goruntime.Gosched()
+	}
+	h.step() // takes the request: holds
+	<-replaced
+	if err := <-errc; err != nil {
+		t.Fatalf("NewEpisode: %v", err)
+	}
+	if heldAt != h.n {
+		t.Errorf("scene replaced after tick %d, want after the holding tick %d", heldAt, h.n)
+	}
+	if h.l.obs.n != pushed {
+		t.Errorf("the history moved during the hold: %d pushes, want %d", h.l.obs.n, pushed)
+	}
+	if h.l.chunk.Len() != 0 || len(h.l.dec.Command.Velocity) > 0 && slices.ContainsFunc(h.l.dec.Command.Velocity, func(v float64) bool { return v != 0 }) {
+		t.Errorf("the arm did not hold: %d actions left, command %v", h.l.chunk.Len(), h.l.dec.Command.Velocity)
+	}
+	if got := h.l.Stats().Chunks; got != chunks {
+		t.Errorf("a plan of the old scene was committed during the switch: %d chunks, want %d", got, chunks)
+	}
+	h.step() // resumes: the history restarts padded with this tick's observation
+	if !h.l.obs.ready() || h.l.obs.n != h.l.obs.horizon || h.l.havePred {
+		t.Errorf("after the switch: %d observations (ready %v), plan kept %v; want a padded history and no plan", h.l.obs.n, h.l.obs.ready(), h.l.havePred)
+	}
+	if hist, _ := h.l.obs.history(); !slices.Equal(hist[0][0], hist[len(hist)-1][0]) {
+		t.Errorf("the new history is not padded with its first observation: %v", hist)
+	}
+	for range 10 {
+		h.step()
+	}
+	if got := h.l.Stats().Chunks; got <= chunks {
+		t.Errorf("no plan from the new scene: %d chunks, had %d", got, chunks)
+	}
+	if st := h.l.d.Guard.Status().State; st != safety.Running {
+		t.Errorf("gate %v after a new episode, want RUNNING", st)
+	}
+
+	// A switch nobody ticks for gives up with ctx, and the next one works.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := h.l.NewEpisode(ctx, func(context.Context) error { return nil }); err == nil || !strings.Contains(err.Error(), "did not hold") {
+		t.Errorf("NewEpisode without ticks: %v, want a 'did not hold' error", err)
+	}
+	h.step()
+	h.step()
+	if h.l.switching != nil {
+		t.Error("the abandoned switch still holds the arm")
+	}
+}

@@ -23,6 +23,7 @@ type stateObs struct {
 	frames  []engines.ObsFrame
 	newest  time.Time
 	horizon int
+	pad     bool // the next push fills every slot (after clear)
 
 	images ImageSource // nil: the bundle has no image input
 	imgIdx []int       // indices of the image entries in the manifest's obs list
@@ -113,7 +114,20 @@ func (so *stateObs) push(s *actuators.State) {
 	so.times[so.n%so.horizon] = s.Time
 	so.newest = s.Time
 	so.n++
+	if so.pad {
+		so.pad = false
+		for ; so.n < so.horizon; so.n++ {
+			copy(so.ring[so.n], slot)
+			so.times[so.n] = s.Time
+		}
+	}
 }
+
+// clear forgets every observation: the next push fills the whole history
+// with its observation (an episode's start, as the demonstrations' windows
+// and the state term's training pad it), so a new episode's scene shares
+// nothing with the last and the history is ready at once.
+func (so *stateObs) clear() { so.n, so.pad = 0, true }
 
 // ready reports whether T_o observations have been pushed.
 func (so *stateObs) ready() bool { return so.n >= so.horizon }

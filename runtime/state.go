@@ -12,13 +12,18 @@ type State int
 // The runtime's states. Transitions: INIT → READY when the arm is connected,
 // engines are loaded and the camera streams; READY → RUNNING on start;
 // RUNNING → STOPPED on any safety trip or operator stop; STOPPED → READY on
-// an accepted reset; any → SHUTDOWN when the process exits.
+// an accepted reset; STOPPED (or READY: a start refused out of
+// distribution) → RECOVERING when the operator starts the safety gate's
+// recovery, RECOVERING → RUNNING when it re-arms by itself and → STOPPED
+// when it times out, is stopped or trips; any → SHUTDOWN when the process
+// exits.
 const (
 	StateInit State = iota
 	StateReady
 	StateRunning
 	StateStopped
 	StateShutdown
+	StateRecovering
 )
 
 func (s State) String() string {
@@ -33,6 +38,8 @@ func (s State) String() string {
 		return "STOPPED"
 	case StateShutdown:
 		return "SHUTDOWN"
+	case StateRecovering:
+		return "RECOVERING"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
@@ -72,11 +79,13 @@ func canMove(from, to State) bool {
 	case StateInit:
 		return to == StateReady || to == StateStopped || to == StateShutdown
 	case StateReady:
-		return to == StateRunning || to == StateStopped || to == StateShutdown
+		return to == StateRunning || to == StateStopped || to == StateShutdown || to == StateRecovering
 	case StateRunning:
 		return to == StateStopped || to == StateShutdown
 	case StateStopped:
-		return to == StateReady || to == StateShutdown
+		return to == StateReady || to == StateShutdown || to == StateRecovering
+	case StateRecovering:
+		return to == StateRunning || to == StateStopped || to == StateShutdown
 	}
 	return false
 }

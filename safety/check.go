@@ -28,13 +28,17 @@ type fault struct {
 var errLinkDown = errors.New("the arm driver reports the link down")
 
 // check evaluates every monitor and watchdog on in and returns the first
-// fault in priority order (KindNone when clear). It feeds the energy rules
-// exactly once per tick, whatever the state. Called with mu held.
-func (g *Guard) check(in *Inputs) fault {
-	var first fault
+// fault in priority order (KindNone when clear), and the first fault other
+// than the energy monitor's (KindEnergy), which is what trips while
+// Recovering. It feeds the energy rules exactly once per tick, whatever the
+// state. Called with mu held.
+func (g *Guard) check(in *Inputs) (first, hw fault) {
 	set := func(f fault) {
 		if first.kind == KindNone {
 			first = f
+		}
+		if hw.kind == KindNone && f.kind != KindEnergy {
+			hw = f
 		}
 	}
 	w := &g.cfg.Watchdog
@@ -67,7 +71,7 @@ func (g *Guard) check(in *Inputs) fault {
 				set(fault{kind: KindArmStale, age: age, bound: w.ArmMaxAge})
 			}
 		}
-		if g.state == Running && !w.IgnoreEnabled && !a.Enabled && a.Time.After(g.enabledAt) {
+		if g.state != Stopped && !w.IgnoreEnabled && !a.Enabled && a.Time.After(g.enabledAt) {
 			set(fault{kind: KindArmDisabled})
 		}
 	}
@@ -144,10 +148,11 @@ func (g *Guard) check(in *Inputs) fault {
 		}
 	}
 
-	// The proposed command (and the position the soft limits need) matter
-	// only when it would be written.
+	// The proposed command matters only when it would be written (running),
+	// the position the soft limits need whenever the gate writes commands
+	// (running or recovering).
+	axes := len(g.cfg.Limits.MaxVelocity)
 	if g.state == Running {
-		axes := len(g.cfg.Limits.MaxVelocity)
 		c := &in.Command
 		if len(c.Velocity) != axes {
 			set(fault{kind: KindInvalidInput, n: len(c.Velocity), want: axes, what: "command velocity"})
@@ -162,6 +167,8 @@ func (g *Guard) check(in *Inputs) fault {
 		if math.IsNaN(c.Gripper) || math.IsInf(c.Gripper, 0) {
 			set(fault{kind: KindNaN, axis: -1, value: c.Gripper, what: "command gripper"})
 		}
+	}
+	if g.state != Stopped {
 		if len(g.cfg.Limits.KPosition) > 0 && in.Arm != nil {
 			p := in.Arm.Position
 			if len(p) < axes {
@@ -176,7 +183,7 @@ func (g *Guard) check(in *Inputs) fault {
 			}
 		}
 	}
-	return first
+	return first, hw
 }
 
 // resetCheck adds the stricter conditions of a reset to a clear tick: every

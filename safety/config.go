@@ -17,6 +17,7 @@ type Config struct {
 	Limits   LimitsConfig   `yaml:"limits"`
 	Watchdog WatchdogConfig `yaml:"watchdog"`
 	Events   EventsConfig   `yaml:"events"`
+	Recovery RecoveryConfig `yaml:"recovery"`
 }
 
 // EnergyConfig configures the energy (out-of-distribution) monitor.
@@ -162,6 +163,37 @@ type EventsConfig struct {
 	TraceAfter  int `yaml:"trace_after"`  // scores after a trip sent in a follow-up EventTrace; 0: none
 }
 
+// RecoveryConfig configures the recovery mode (Guard.Recover): how an
+// operator drives the arm out of an energy stop at reduced speed.
+type RecoveryConfig struct {
+	// SpeedFraction scales recovery motion, in (0, 1]: a jog moves at this
+	// fraction of limits.max_velocity, a retrace replays the recorded
+	// velocities at this fraction (so it takes 1/SpeedFraction as long).
+	SpeedFraction float64 `yaml:"speed_fraction"`
+	// RetraceWindow is how much of the motion before a stop a retrace can
+	// replay, in (0, 1m]: the gate keeps the commands it wrote during it.
+	RetraceWindow time.Duration `yaml:"retrace_window"`
+	// TimeLimit ends a recovery that has not brought the scores back under
+	// their thresholds (back to Stopped), in (0, 5m].
+	TimeLimit time.Duration `yaml:"time_limit"`
+	// JogHold is how long one jog command moves the arm (a dead-man: the
+	// page resends while a button is held), in (0, 2s].
+	JogHold time.Duration `yaml:"jog_hold"`
+}
+
+// Bounds of the recovery keys.
+const (
+	maxRetraceWindow = time.Minute
+	maxRecoveryTime  = 5 * time.Minute
+	maxJogHold       = 2 * time.Second
+)
+
+// DefaultRecovery is the recovery block of DefaultConfig: a quarter of the
+// speed, the last 5 s retraceable, 30 s to get back, jogs held 300 ms.
+func DefaultRecovery() RecoveryConfig {
+	return RecoveryConfig{SpeedFraction: 0.25, RetraceWindow: 5 * time.Second, TimeLimit: 30 * time.Second, JogHold: 300 * time.Millisecond}
+}
+
 // DefaultConfig returns the defaults for a 10 Hz loop. The limits have no
 // defaults (they depend on the arm): set limits.max_velocity at least.
 func DefaultConfig() Config {
@@ -181,7 +213,8 @@ func DefaultConfig() Config {
 			ArmMaxAge:         250 * time.Millisecond,
 			LoopMaxLate:       50 * time.Millisecond,
 		},
-		Events: EventsConfig{TraceBefore: 64, TraceAfter: 16},
+		Events:   EventsConfig{TraceBefore: 64, TraceAfter: 16},
+		Recovery: DefaultRecovery(),
 	}
 }
 
@@ -322,6 +355,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Events.TraceAfter < 0 || c.Events.TraceAfter > c.Events.TraceBefore {
 		bad("events.trace_after", "must be in [0, trace_before=%d], got %d", c.Events.TraceBefore, c.Events.TraceAfter)
+	}
+
+	// recovery
+	rc := &c.Recovery
+	if f := rc.SpeedFraction; !(f > 0 && f <= 1) {
+		bad("recovery.speed_fraction", "must be in (0, 1] (a fraction of limits.max_velocity, e.g. 0.25), got %v", f)
+	}
+	for _, kv := range []struct {
+		key      string
+		d, limit time.Duration
+	}{
+		{"recovery.retrace_window", rc.RetraceWindow, maxRetraceWindow},
+		{"recovery.time_limit", rc.TimeLimit, maxRecoveryTime},
+		{"recovery.jog_hold", rc.JogHold, maxJogHold},
+	} {
+		if kv.d <= 0 || kv.d > kv.limit {
+			bad(kv.key, "must be in (0, %v] (a duration such as 5s), got %v", kv.limit, kv.d)
+		}
 	}
 	return errors.Join(errs...)
 }

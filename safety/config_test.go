@@ -38,6 +38,10 @@ watchdog:
 events:
   trace_before: 100
   trace_after: 20
+recovery:
+  speed_fraction: 0.5
+  retrace_window: 3s
+  time_limit: 1m
 `
 
 func TestConfigYAML(t *testing.T) {
@@ -50,7 +54,8 @@ func TestConfigYAML(t *testing.T) {
 	}
 	if cfg.Watchdog.ScoreMaxAge != 150*time.Millisecond || cfg.Watchdog.CameraMaxAge != 0 ||
 		cfg.Energy.Rule.CUSUM.Limit != 3 || *cfg.Energy.Scores[1].Threshold != 4.5 ||
-		cfg.Limits.KPosition[2] != 5 || cfg.Limits.Gripper.MaxDelta != 0.5 || cfg.Events.TraceAfter != 20 {
+		cfg.Limits.KPosition[2] != 5 || cfg.Limits.Gripper.MaxDelta != 0.5 || cfg.Events.TraceAfter != 20 ||
+		cfg.Recovery != (RecoveryConfig{SpeedFraction: 0.5, RetraceWindow: 3 * time.Second, TimeLimit: time.Minute, JogHold: 300 * time.Millisecond}) {
 		t.Fatalf("decoded %+v", cfg)
 	}
 	// Keys not in the file keep their defaults.
@@ -99,6 +104,13 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 			[]string{"watchdog.score_max_age", "watchdog.inference_deadline", "watchdog.arm_max_age", "watchdog.loop_max_late", "watchdog.camera_max_age"}},
 		{"events", func(c *Config) { c.Events = EventsConfig{TraceBefore: 0, TraceAfter: 5} },
 			[]string{"events.trace_before", "events.trace_after"}},
+		{"recovery fraction 0", func(c *Config) { c.Recovery.SpeedFraction = 0 }, []string{"recovery.speed_fraction"}},
+		{"recovery fraction 1.5", func(c *Config) { c.Recovery.SpeedFraction = 1.5 }, []string{"recovery.speed_fraction"}},
+		{"recovery fraction NaN", func(c *Config) { c.Recovery.SpeedFraction = math.NaN() }, []string{"recovery.speed_fraction"}},
+		{"recovery window 0", func(c *Config) { c.Recovery.RetraceWindow = 0 }, []string{"recovery.retrace_window"}},
+		{"recovery window 61s", func(c *Config) { c.Recovery.RetraceWindow = 61 * time.Second }, []string{"recovery.retrace_window"}},
+		{"recovery durations", func(c *Config) { c.Recovery.TimeLimit, c.Recovery.JogHold = 6*time.Minute, -time.Millisecond },
+			[]string{"recovery.time_limit", "recovery.jog_hold"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

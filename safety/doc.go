@@ -50,6 +50,15 @@
 // input is fresh. Guard.Stop is the operator stop (STOP button, API,
 // SIGTERM): it halts the arm at once from the caller's goroutine.
 //
+// An energy stop can leave the arm standing where every reset is refused.
+// Guard.Recover is the way out, as an industrial arm's jog out of a
+// protective stop: decided at the next tick, refused while any other fault
+// is present, it puts the gate in Recovering, where it writes its own
+// reduced-speed commands — the operator's Guard.Jog directions (a dead-man)
+// or a retrace of the velocities written before the stop, reversed — and
+// every monitor but the energy rule trips; it re-arms by itself once a
+// reset would pass, and stops again after recovery.time_limit.
+//
 // Command limits apply to every command even while all monitors are quiet:
 // per-axis velocity, soft position limits that slow the arm toward a bound
 // (ros2_control's k_position rule), maximum change per tick, acceleration and
@@ -58,7 +67,10 @@
 //
 // Every trip, reset and refused reset is logged (slog), counted (Counters,
 // read by the metrics layer) and published as an Event on Options.Events
-// with the score trace around it; sends never block the loop.
+// with the score trace around it; sends never block the loop. Refusals
+// repeated every tick (a retrying auto start) are logged and published
+// when their cause starts or changes and then at most every 5 s, with the
+// count of the others (telemetry/lograte).
 //
 // Tick allocates nothing while running. Stop, Reset, Status, Counters and
 // Trace are safe from any goroutine; every call into the arm is serialized,

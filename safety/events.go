@@ -44,10 +44,13 @@ type EventType uint8
 
 // Event types.
 const (
-	EventTrip         EventType = iota + 1 // the gate latched a stop
-	EventReset                             // a reset was accepted; the gate runs again
-	EventResetRefused                      // a reset was refused because a cause persists
-	EventTrace                             // the score trace around a trip, trace_after ticks after it
+	EventTrip            EventType = iota + 1 // the gate latched a stop
+	EventReset                                // a reset was accepted; the gate runs again
+	EventResetRefused                         // a reset was refused because a cause persists
+	EventTrace                                // the score trace around a trip, trace_after ticks after it
+	EventRecoveryStart                        // a recovery was accepted; the gate is Recovering
+	EventRecoveryEnd                          // a recovery ended (Event.End says how)
+	EventRecoveryRefused                      // a recovery was refused (a fault other than the energy monitor's, or nothing to recover from)
 )
 
 func (t EventType) String() string {
@@ -60,6 +63,12 @@ func (t EventType) String() string {
 		return "reset_refused"
 	case EventTrace:
 		return "trace"
+	case EventRecoveryStart:
+		return "recovery_start"
+	case EventRecoveryEnd:
+		return "recovery_end"
+	case EventRecoveryRefused:
+		return "recovery_refused"
 	}
 	return "unknown"
 }
@@ -70,9 +79,21 @@ type Event struct {
 	Time time.Time
 	Tick int64
 	// Reason: for a trip and its trace, why it stopped; for a reset, the stop
-	// that was cleared; for a refused reset, the cause that persists.
+	// that was cleared; for a refused reset or recovery, the cause that
+	// persists; for a recovery's start, the stop it recovers from; for its
+	// end, the stop it cleared (EndRearmed) or the one it ended in.
 	Reason Reason
-	Actor  string // who reset (reset events)
+	Actor  string // who reset, or asked for the recovery (reset and recovery events)
+	// Recovery is the mode of recovery events; End says how a recovery
+	// ended and Duration how long it ran (EventRecoveryEnd).
+	Recovery RecoveryMode
+	End      RecoveryEnd
+	Duration time.Duration
+	// Repeated counts, for a refused reset or recovery, the identical
+	// refusals (same type, cause and actor) since the previous one that
+	// were neither logged nor published: a refusal repeated every tick (a
+	// retrying auto start) is logged and published at most every 5 s.
+	Repeated int
 	// Trace holds the scores up to and including the tripping tick (trip
 	// events) or around it (trace events: trace_before before, trace_after
 	// after). The slice belongs to the receiver.
@@ -125,4 +146,9 @@ type Counters struct {
 	StoppedTicks  uint64            // ticks spent stopped
 	ArmErrors     uint64            // failed Command, Halt or Enable calls
 	EventsDropped uint64            // events not delivered because Options.Events was full
+	// Recoveries counts accepted recoveries, RecoveryEnds how they ended
+	// (by RecoveryEnd), RecoveriesRefused the refused ones.
+	Recoveries        uint64
+	RecoveryEnds      [NumRecoveryEnds]uint64
+	RecoveriesRefused uint64
 }

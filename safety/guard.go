@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/telemetry/lograte"
 )
 
 // Sentinel errors. Errors returned by the Guard wrap one of these (or the
@@ -43,7 +44,14 @@ type Options struct {
 	// when the channel is full the event is dropped and counted
 	// (Counters.EventsDropped). The receiver owns the channel and drains it.
 	Events chan<- Event
+	// Period is the control loop's period; it sizes the history a retrace
+	// replays (recovery.retrace_window of ticks). 0: 100 ms, the period the
+	// defaults are tuned for.
+	Period time.Duration
 }
+
+// defaultPeriod is Options.Period when unset.
+const defaultPeriod = 100 * time.Millisecond
 
 // Inputs is what the control loop hands the gate every tick. The gate reads
 // it during Tick only and keeps no reference to it.
@@ -90,6 +98,13 @@ type Decision struct {
 	// gate's buffer and is valid until the next Tick. Empty when stopped.
 	Command actuators.Command
 	Halted  bool // the stop path (arm.Halt) was written this tick
+	// Block is what a reset would be refused for at this tick (Kind
+	// KindNone: it would pass; always while running).
+	Block Block
+	// Recovery is the recovery mode while Recovering (RecoveryNone
+	// otherwise), and RecoveryLeft the time until recovery.time_limit.
+	Recovery     RecoveryMode
+	RecoveryLeft time.Duration
 }
 
 // Status is the gate's state for the API (GET /safety).
@@ -99,11 +114,19 @@ type Status struct {
 	Since        time.Time
 	Active       Kind // first fault present at the last tick
 	ResetPending bool
+	// RecoveryPending: a Recover waits for the next tick. While Recovering,
+	// Recovery is the mode, RecoveryActor who asked and RecoveryUntil when
+	// recovery.time_limit ends it.
+	RecoveryPending bool
+	Recovery        RecoveryMode
+	RecoveryActor   string
+	RecoveryUntil   time.Time
 }
 
 // Guard is the gate between the policy and the arm: the only thing the
 // runtime writes commands through. Tick is called by the control loop;
-// Stop, Reset, Status, Counters and Trace may be called from any goroutine.
+// Stop, Reset, Recover, Jog, Status, Counters and Trace may be called from
+// any goroutine.
 type Guard struct {
 	arm        actuators.Arm
 	cfg        Config
@@ -144,12 +167,36 @@ type Guard struct {
 	haltFailing bool
 	linkDown    bool  // the arm driver reported the link lost (OnArmEvent)
 	linkErr     error // why
+	period      time.Duration
+	rec         recovery // recovery mode state and the retrace history (recovery.go)
+	block       Block    // what a reset would be refused for at the latest tick
+	// refusals rate-limits the log and the events of refused resets and
+	// recoveries: one line (and event) when a cause starts or changes, then
+	// at most one every 5 s with the count of the others.
+	refusals lograte.Repeat[refusal]
 }
 
 type resetRequest struct {
 	actor string
-	done  chan error // buffered, receives exactly one result
+	mode  RecoveryMode // RecoveryNone: a reset; else a recovery in this mode
+	done  chan error   // buffered, receives exactly one result
 }
+
+// refusal identifies a repeating refusal for the log's rate limit.
+type refusal struct {
+	typ   EventType
+	kind  Kind
+	actor string
+}
+
+// enablePurpose says why a tick enables the arm.
+type enablePurpose uint8
+
+const (
+	enableReset   enablePurpose = iota // an accepted Reset
+	enableRecover                      // an accepted Recover
+	enableRearm                        // a recovery re-arms by itself
+)
 
 // New builds a gate for arm. cal is the bundle manifest's calibration block
 // (nil when the bundle has none: every monitored score then needs a
@@ -167,6 +214,10 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 		return nil, err
 	}
 	cfg = cloneConfig(cfg)
+	period := opts.Period
+	if period <= 0 {
+		period = defaultPeriod
+	}
 	g := &Guard{
 		arm:        arm,
 		cfg:        cfg,
@@ -177,6 +228,8 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 		trace:      newRing(cfg.Events.TraceBefore),
 		lim:        newLimiter(cfg.Limits),
 		out:        actuators.Command{Velocity: make([]float64, len(cfg.Limits.MaxVelocity))},
+		period:     period,
+		rec:        newRecovery(cfg.Recovery, len(cfg.Limits.MaxVelocity), period),
 	}
 	if g.clock == nil {
 		g.clock = systemClock{}
@@ -277,7 +330,10 @@ const (
 // then either writes the limited command to the arm, or — on a trip, and on
 // every tick while stopped — the stop path arm.Halt (with a context that
 // ignores ctx's cancellation). A trip is on the wire before Tick returns.
-// A pending Reset is decided here, on live inputs.
+// A pending Reset or Recover is decided here, on live inputs. While
+// Recovering it writes the recovery's own command instead of the proposed
+// one (the energy rule does not trip; everything else does), and re-arms
+// (Running) at the first tick a reset would pass.
 //
 // The returned error reports a failed arm write (the gate has stopped then).
 // While running, Tick allocates nothing after the first call.
@@ -285,7 +341,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	g.armMu.Lock()
 	defer g.armMu.Unlock()
 
-	var evs [2]Event
+	var evs [4]Event
 	nev := 0
 
 	g.mu.Lock()
@@ -306,7 +362,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	}
 
 	d := Decision{Tick: in.Tick, Time: in.Now}
-	f := g.check(in)
+	f, hw := g.check(in) // hw: the first fault other than the energy monitor's
 	g.active = f.kind
 	d.Active = f.kind
 
@@ -316,34 +372,88 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	var tripGen uint64
 	var req *resetRequest
 	var gen uint64
+	purpose := enableReset
+	var end Event // a recovery that ends at this tick (Type 0: none)
+	var timeout fault
+	timedOut := false
 	switch {
 	case g.state == Running && f.kind != KindNone:
 		trip, tripGen = f, g.latch(&f, in)
 		act, tripped = actHalt, true
+	case g.state == Recovering && hw.kind != KindNone:
+		trip, tripGen = hw, g.latch(&hw, in)
+		act, tripped = actHalt, true
+		end = g.recoveryEnd(EndFault, in.Now)
 	case g.state == Running:
 		v := g.lim.apply(g.out.Velocity, in.Command.Velocity, in.Command.Gripper, armPosition(in), dt, &d.Clamps)
 		g.out.Gripper = v
 		for i, c := range d.Clamps {
 			g.counters.Clamps[i] += uint64(c)
 		}
+		g.rec.hist.push(g.out.Velocity)
 		d.Command = g.out
 		act = actCommand
+	case g.state == Recovering:
+		b := f
+		if b.kind == KindNone {
+			g.resetCheck(&b, in)
+		}
+		g.setBlock(&b)
+		switch {
+		case b.kind == KindNone: // a reset would pass: re-arm
+			act, gen, purpose = actEnable, g.gen, enableRearm
+		case !in.Now.Before(g.rec.until):
+			timeout, timedOut = b, true
+			g.reason = baseReason(&b, in)
+			g.state, g.since = Stopped, in.Now
+			g.gen++
+			end = g.recoveryEnd(EndTimeout, in.Now)
+			act = actHalt
+		default:
+			g.rec.command(in.Now, g.cfg.Limits.MaxVelocity)
+			v := g.lim.apply(g.out.Velocity, g.rec.vel, g.rec.grip, armPosition(in), dt, &d.Clamps)
+			g.out.Gripper = v
+			for i, c := range d.Clamps {
+				g.counters.Clamps[i] += uint64(c)
+			}
+			d.Command = g.out
+			act = actCommand
+		}
 	default:
 		g.counters.StoppedTicks++
 		act = actHalt
+		b := f // what a reset would be refused for
+		if b.kind == KindNone {
+			g.resetCheck(&b, in)
+		}
+		g.setBlock(&b)
 		if req = g.pending; req != nil {
 			g.pending = nil
-			if f.kind == KindNone {
-				g.resetCheck(&f, in)
-			}
-			if f.kind != KindNone {
-				r := g.reasonFor(&f, in)
+			switch {
+			case req.mode != RecoveryNone && hw.kind != KindNone:
+				r := g.reasonFor(&hw, in)
+				g.counters.RecoveriesRefused++
+				evs[nev] = Event{Type: EventRecoveryRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor, Recovery: req.mode}
+				nev++
+				req.done <- fmt.Errorf("%w (by %s): %s: %s; recovery is for an energy stop: fix the fault, then reset", ErrRecoveryRefused, req.actor, r.Kind, r.Message)
+				req = nil
+			case req.mode != RecoveryNone && b.kind == KindNone:
+				r := g.reason
+				g.counters.RecoveriesRefused++
+				evs[nev] = Event{Type: EventRecoveryRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor, Recovery: req.mode}
+				nev++
+				req.done <- fmt.Errorf("%w (by %s): nothing to recover from: every score is under its threshold and no fault is present — reset instead", ErrRecoveryRefused, req.actor)
+				req = nil
+			case req.mode != RecoveryNone:
+				act, gen, purpose = actEnable, g.gen, enableRecover
+			case b.kind != KindNone:
+				r := g.reasonFor(&b, in)
 				g.counters.ResetsRefused++
 				evs[nev] = Event{Type: EventResetRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor}
 				nev++
 				req.done <- fmt.Errorf("%w (by %s): %s: %s", ErrResetRefused, req.actor, r.Kind, r.Message)
 				req = nil
-			} else {
+			default:
 				act, gen = actEnable, g.gen
 			}
 		}
@@ -358,9 +468,15 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 			g.mu.Lock()
 			g.counters.ArmErrors++
 			d.Command = actuators.Command{}
-			if g.state == Running {
+			switch g.state {
+			case Running:
+				g.rec.hist.pop() // not applied: not part of the path to retrace
 				trip = fault{kind: KindArmWrite, err: err}
 				tripGen, tripped = g.latch(&trip, in), true
+			case Recovering:
+				trip = fault{kind: KindArmWrite, err: err}
+				tripGen, tripped = g.latch(&trip, in), true
+				end = g.recoveryEnd(EndFault, in.Now)
 			}
 			g.mu.Unlock()
 			d.Halted = true
@@ -376,33 +492,60 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 		eerr := g.arm.Enable(ctx)
 		g.mu.Lock()
 		switch {
+		case eerr != nil && purpose == enableRearm:
+			g.counters.ArmErrors++
+			trip = fault{kind: KindArmWrite, err: fmt.Errorf("re-arming after the recovery: arm refused enable: %w", eerr)}
+			tripGen, tripped = g.latch(&trip, in), true
+			end = g.recoveryEnd(EndFault, in.Now)
 		case eerr != nil:
 			g.counters.ArmErrors++
-			g.counters.ResetsRefused++
 			r := g.reason
-			evs[nev] = Event{Type: EventResetRefused, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor}
+			what, sentinel, typ := "", ErrResetRefused, EventResetRefused
+			if purpose == enableRecover {
+				what, sentinel, typ = " for the recovery", ErrRecoveryRefused, EventRecoveryRefused
+				g.counters.RecoveriesRefused++
+			} else {
+				g.counters.ResetsRefused++
+			}
+			evs[nev] = Event{Type: typ, Time: in.Now, Tick: in.Tick, Reason: r, Actor: req.actor, Recovery: req.mode}
 			nev++
-			req.done <- fmt.Errorf("%w (by %s): arm refused enable: %w — check the controller's fault and e-stop", ErrResetRefused, req.actor, eerr)
+			req.done <- fmt.Errorf("%w (by %s): arm refused enable%s: %w — check the controller's fault and e-stop", sentinel, req.actor, what, eerr)
 		case g.gen != gen:
-			req.done <- fmt.Errorf("%w (by %s): %s", ErrStopped, req.actor, g.reason.Message)
-		default:
+			if req != nil {
+				req.done <- fmt.Errorf("%w (by %s): %s", ErrStopped, req.actor, g.reason.Message)
+			}
+		case purpose == enableRecover:
+			g.state, g.since = Recovering, in.Now
+			g.markEnabled(in.Now)
+			g.lim.reset()
+			g.rec.start(req.mode, req.actor, in.Now, g.out.Gripper)
+			g.counters.Recoveries++
+			evs[nev] = Event{Type: EventRecoveryStart, Time: in.Now, Tick: in.Tick, Reason: g.reason, Actor: req.actor, Recovery: req.mode}
+			nev++
+			req.done <- nil
+		default: // an accepted reset, or a recovery re-arming
 			cleared := g.reason
 			g.state, g.since = Running, in.Now
 			g.reason = Reason{}
-			g.enabledAt = g.clock.Now()
-			if in.Now.After(g.enabledAt) {
-				g.enabledAt = in.Now
-			}
+			g.markEnabled(in.Now)
 			for i, r := range g.rules {
 				r.reset()
 				g.fresh[i] = 0
 			}
 			g.armedTicks = 0
-			g.lim.reset()
+			g.lim.reset() // Enable halted the arm first: from standstill
 			g.counters.Resets++
-			evs[nev] = Event{Type: EventReset, Time: in.Now, Tick: in.Tick, Reason: cleared, Actor: req.actor}
+			actor := ""
+			if req != nil {
+				actor = req.actor
+				req.done <- nil
+			} else {
+				actor = g.rec.actor
+				end = g.recoveryEnd(EndRearmed, in.Now)
+				end.Reason = cleared
+			}
+			evs[nev] = Event{Type: EventReset, Time: in.Now, Tick: in.Tick, Reason: cleared, Actor: actor}
 			nev++
-			req.done <- nil
 		}
 		g.mu.Unlock()
 		if eerr != nil {
@@ -421,13 +564,41 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 		evs[nev] = g.tripEvent(trip.kind, tripGen, msg)
 		nev++
 	}
+	if timedOut {
+		g.reason.Message = fmt.Sprintf("recovery timed out after %v (recovery.time_limit): %s", g.cfg.Recovery.TimeLimit, g.message(&timeout))
+	}
+	if end.Type != 0 {
+		if end.End != EndRearmed {
+			end.Reason = g.reason
+		}
+		evs[nev] = end
+		nev++
+	}
 	d.State, d.Reason = g.state, g.reason
+	switch g.state {
+	case Running:
+		g.block = Block{}
+	case Recovering:
+		d.Recovery, d.RecoveryLeft = g.rec.mode, g.rec.until.Sub(in.Now)
+		d.Block = g.block
+	default:
+		d.Block = g.block
+	}
 	g.mu.Unlock()
 
 	for i := 0; i < nev; i++ {
 		g.emit(&evs[i])
 	}
 	return d, err
+}
+
+// markEnabled records when the gate enabled the arm (mu held): read-backs
+// older than that may still say disabled.
+func (g *Guard) markEnabled(now time.Time) {
+	g.enabledAt = g.clock.Now()
+	if now.After(g.enabledAt) {
+		g.enabledAt = now
+	}
 }
 
 // halt writes the stop path. Called with armMu held.
@@ -457,16 +628,18 @@ func (g *Guard) halt(ctx context.Context) error {
 // stopped gate stays stopped with its first reason; the arm is halted again
 // anyway. A pending reset is cancelled. When Stop returns, the gate is
 // stopped and the halt written after any command. Safe to call from any
-// goroutine, repeatedly; ctx's cancellation does not abort the halt.
+// goroutine, repeatedly; ctx's cancellation does not abort the halt. A
+// recovery in progress ends (EndStopped).
 func (g *Guard) Stop(ctx context.Context, actor, message string) error {
 	// Take the arm first: no tick can decide (or enable) between the latch
 	// and the halt, so the halt is never overtaken by a reset.
 	g.armMu.Lock()
 	g.mu.Lock()
 	g.gen++
-	var ev Event
+	var ev, end Event
 	latched := false
-	if g.state == Running {
+	if g.state != Stopped {
+		recovering := g.state == Recovering
 		f := fault{kind: KindOperator, actor: actor, note: message}
 		now := g.clock.Now()
 		gen := g.latch(&f, &Inputs{Tick: g.lastTick, Now: now, Scores: NoScores()})
@@ -474,6 +647,10 @@ func (g *Guard) Stop(ctx context.Context, actor, message string) error {
 		g.traceReason = g.reason
 		ev = g.tripEvent(KindOperator, gen, g.reason.Message)
 		latched = true
+		if recovering {
+			end = g.recoveryEnd(EndStopped, now)
+			end.Reason = g.reason
+		}
 	}
 	if req := g.pending; req != nil {
 		g.pending = nil
@@ -485,6 +662,9 @@ func (g *Guard) Stop(ctx context.Context, actor, message string) error {
 	if latched {
 		g.emit(&ev)
 	}
+	if end.Type != 0 {
+		g.emit(&end)
+	}
 	return err
 }
 
@@ -495,14 +675,19 @@ func (g *Guard) Stop(ctx context.Context, actor, message string) error {
 // in alarm, any monitored score is above its threshold or missing. Accepted,
 // the gate enables the arm and passes commands again from the following
 // tick, with the rate limits restarting from standstill. Reset blocks until
-// that tick or until ctx ends (ErrNoTick). Resetting a running gate is a no-op.
+// that tick or until ctx ends (ErrNoTick). Resetting a running gate is a no-op;
+// a recovering one is refused (it re-arms by itself when a reset would pass).
 func (g *Guard) Reset(ctx context.Context, actor string) error {
 	g.mu.Lock()
-	if g.state == Running {
+	switch {
+	case g.state == Running:
 		g.mu.Unlock()
 		return nil
-	}
-	if g.pending != nil {
+	case g.state == Recovering:
+		mode := g.rec.mode
+		g.mu.Unlock()
+		return fmt.Errorf("%w (by %s): recovering (%s): the gate re-arms by itself once every score is back under its threshold — STOP ends the recovery", ErrResetRefused, actor, mode)
+	case g.pending != nil:
 		by := g.pending.actor
 		g.mu.Unlock()
 		return fmt.Errorf("%w (by %s)", ErrResetPending, by)
@@ -510,7 +695,12 @@ func (g *Guard) Reset(ctx context.Context, actor string) error {
 	req := &resetRequest{actor: actor, done: make(chan error, 1)}
 	g.pending = req
 	g.mu.Unlock()
+	return g.await(ctx, req, "reset")
+}
 
+// await waits for the tick that decides req (a reset or a recovery, what)
+// or for ctx to end.
+func (g *Guard) await(ctx context.Context, req *resetRequest, what string) error {
 	select {
 	case err := <-req.done:
 		return err
@@ -519,7 +709,7 @@ func (g *Guard) Reset(ctx context.Context, actor string) error {
 		if g.pending == req {
 			g.pending = nil
 			g.mu.Unlock()
-			return fmt.Errorf("%w before the reset by %s timed out (%w) — is the control loop running?", ErrNoTick, actor, ctx.Err())
+			return fmt.Errorf("%w before the %s by %s timed out (%w) — is the control loop running?", ErrNoTick, what, req.actor, ctx.Err())
 		}
 		g.mu.Unlock()
 		return <-req.done // a tick took it: its answer is coming
@@ -542,7 +732,14 @@ func (g *Guard) OnArmEvent(e actuators.Event) {
 func (g *Guard) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Status{State: g.state, Reason: g.reason, Since: g.since, Active: g.active, ResetPending: g.pending != nil}
+	st := Status{State: g.state, Reason: g.reason, Since: g.since, Active: g.active}
+	if p := g.pending; p != nil {
+		st.ResetPending, st.RecoveryPending = p.mode == RecoveryNone, p.mode != RecoveryNone
+	}
+	if g.state == Recovering {
+		st.Recovery, st.RecoveryActor, st.RecoveryUntil = g.rec.mode, g.rec.actor, g.rec.until
+	}
+	return st
 }
 
 // Counters returns a copy of the cumulative counters.
@@ -584,18 +781,50 @@ func (g *Guard) tripEvent(kind Kind, gen uint64, msg string) Event {
 		Trace: g.trace.last(nil, g.cfg.Events.TraceBefore)}
 }
 
-// emit logs and publishes one event (without locks held).
+// emit logs and publishes one event (without locks held). Refused resets
+// and recoveries repeated every tick are coalesced: logged and published
+// when their cause starts or changes, then at most every 5 s with the
+// number of the others (Event.Repeated); every one is counted.
 func (g *Guard) emit(ev *Event) {
 	r := &ev.Reason
 	switch ev.Type {
 	case EventTrip:
+		g.endRefusals()
 		g.log.Warn("safety: stop", "reason", r.Kind.String(), "tick", r.Tick, "message", r.Message,
 			"energy", r.Scores[ScoreEnergy], "centered_energy", r.Scores[ScoreCentered], "state_energy", r.Scores[ScoreStateEnergy],
 			"threshold", r.Threshold, "actor", r.Actor)
 	case EventReset:
+		g.endRefusals()
 		g.log.Info("safety: reset", "actor", ev.Actor, "tick", ev.Tick, "cleared", r.Kind.String())
-	case EventResetRefused:
-		g.log.Warn("safety: reset refused", "actor", ev.Actor, "tick", ev.Tick, "cause", r.Kind.String(), "message", r.Message)
+	case EventResetRefused, EventRecoveryRefused:
+		g.mu.Lock()
+		log, n := g.refusals.Observe(ev.Time, refusal{typ: ev.Type, kind: r.Kind, actor: ev.Actor})
+		g.mu.Unlock()
+		if !log {
+			return
+		}
+		ev.Repeated = n
+		if ev.Type == EventResetRefused {
+			g.log.Warn("safety: reset refused", "actor", ev.Actor, "tick", ev.Tick, "cause", r.Kind.String(), "message", r.Message, "repeated", n)
+		} else {
+			g.log.Warn("safety: recovery refused", "actor", ev.Actor, "mode", ev.Recovery.String(), "tick", ev.Tick, "cause", r.Kind.String(), "message", r.Message, "repeated", n)
+		}
+	case EventRecoveryStart:
+		g.log.Info("safety: recovery started", "actor", ev.Actor, "mode", ev.Recovery.String(), "tick", ev.Tick,
+			"from", r.Kind.String(), "speed_fraction", g.cfg.Recovery.SpeedFraction, "time_limit", g.cfg.Recovery.TimeLimit,
+			"retrace_available", g.retraceAvailable())
+	case EventRecoveryEnd:
+		args := []any{"actor", ev.Actor, "mode", ev.Recovery.String(), "tick", ev.Tick, "after", ev.Duration}
+		switch ev.End {
+		case EndRearmed:
+			g.log.Info("safety: recovery ended: scores back under threshold, re-armed", args...)
+		case EndTimeout:
+			g.log.Warn("safety: recovery ended: timed out, stopped", append(args, "time_limit", g.cfg.Recovery.TimeLimit, "message", r.Message)...)
+		case EndStopped:
+			g.log.Info("safety: recovery ended: operator stop", append(args, "by", r.Actor)...)
+		default:
+			g.log.Warn("safety: recovery ended: fault, stopped", append(args, "cause", r.Kind.String(), "message", r.Message)...)
+		}
 	}
 	if g.events == nil {
 		return
@@ -607,6 +836,21 @@ func (g *Guard) emit(ev *Event) {
 		g.counters.EventsDropped++
 		g.mu.Unlock()
 	}
+}
+
+// endRefusals marks the refusals' cause over (a trip or a reset): the next
+// refusal is logged at once.
+func (g *Guard) endRefusals() {
+	g.mu.Lock()
+	g.refusals.End()
+	g.mu.Unlock()
+}
+
+// retraceAvailable is how long a retrace of the history left would take.
+func (g *Guard) retraceAvailable() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rec.retraceLeft(g.period)
 }
 
 func armPosition(in *Inputs) []float64 {

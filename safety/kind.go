@@ -7,10 +7,14 @@ type State uint8
 
 // The gate is either passing commands (Running) or latched (Stopped). It
 // starts Stopped with reason KindStartup: the first Reset arms it, and only
-// when every input is fresh.
+// when every input is fresh. Recovering is the operator's way out of an
+// energy stop (Guard.Recover): the gate writes its own reduced-speed jog or
+// retrace commands, every monitor but the energy rule trips, and it
+// re-arms by itself once a reset would pass.
 const (
 	Stopped State = iota
 	Running
+	Recovering
 )
 
 func (s State) String() string {
@@ -19,6 +23,8 @@ func (s State) String() string {
 		return "STOPPED"
 	case Running:
 		return "RUNNING"
+	case Recovering:
+		return "RECOVERING"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }

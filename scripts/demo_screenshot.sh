@@ -71,7 +71,7 @@ setsid ./bin/energyflow sim --task button-press --seed "$seed" --level 0 --rate 
 demo=$!
 
 # What the demo prints (cmd/energyflow/cmd_sim.go, cmd_run.go):
-#   or at once (new episode now, seed+1): curl -X POST http://HOST:PORT/episode/level -d '…'
+#   simulated robot: Meta-World …; Modbus HOST:PORT, camera http://HOST:PORT/stream
 #   live view: http://HOST:PORT/#token=TOKEN
 url=""
 for _ in $(seq 120); do
@@ -82,8 +82,8 @@ for _ in $(seq 120); do
 done
 [ -n "$url" ] || die "the demo did not print its live view within 60 s (see $logs/sim.err)"
 case "$url" in *'#token='*) ;; *) die "the live view URL carries no token: $url" ;; esac
-bridge=$(sed -n 's|.*curl -X POST \(http://[^ ]*\)/episode/level .*|\1|p' "$logs/sim.out" | head -n 1)
-[ -n "$bridge" ] || die "the demo printed no bridge address (curl … /episode/level)"
+bridge=$(sed -n 's|^simulated robot: .*camera \(http://[^ ]*\)/stream$|\1|p' "$logs/sim.out" | head -n 1)
+[ -n "$bridge" ] || die "the demo printed no bridge address (simulated robot: … camera http://…/stream)"
 echo "demo: pid $demo, live view ${url%%#*}, bridge $bridge, ButtonPress seed $seed at $rate Hz"
 
 # The token goes to the browser through the environment, not the command line.

@@ -24,9 +24,12 @@
 //     and jitter, inference latency, energy, safety trips, Modbus).
 //   - Controller is what the page's STOP and RESET reach; the runtime
 //     implements it on top of its safety layer.
+//   - EpisodeControl (optional, nil on a real robot) restarts the scene: the
+//     simulated robot's episodes and out-of-distribution level, from the
+//     page's Episode panel.
 //
 // Access needs a bearer token. A view token allows watching and STOP; a
-// reset token additionally allows RESET. Tokens are configured or generated
+// reset token additionally allows RESET and the episode controls. Tokens are configured or generated
 // at first start, persisted to a file and printed once.
 //
 // Signaling is one POST of an SDP offer (non-trickle) answered with the SDP

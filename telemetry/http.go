@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -27,7 +28,15 @@ var webFS embed.FS
 //	POST /api/reset        Controller.Reset                    reset
 //	GET  /api/events       recent safety events                view
 //	GET  /api/stats        CPU/GPU/video statistics            view
+//	GET  /api/episode      episode, pending level, levels      view
+//	POST /api/episode      {"level"} (optional) → NewEpisode   reset
+//	POST /api/episode/level  {"level"} → SetLevel              reset
+//	POST /api/recover      {"mode"} → Recoverer.Recover        reset
+//	POST /api/jog          {"v", "gripper"} → Recoverer.Jog    reset
 //	GET  /metrics          Prometheus text format              view (or public)
+//
+// The episode routes answer 404 without Options.Episodes (a real robot),
+// the recovery routes without a Controller that is a Recoverer.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(webFS, "web")
@@ -40,6 +49,11 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /api/reset", s.auth(ScopeReset, http.HandlerFunc(s.handleReset)))
 	mux.Handle("GET /api/events", s.auth(ScopeView, http.HandlerFunc(s.handleEvents)))
 	mux.Handle("GET /api/stats", s.auth(ScopeView, http.HandlerFunc(s.handleStats)))
+	mux.Handle("GET /api/episode", s.auth(ScopeView, http.HandlerFunc(s.handleEpisode)))
+	mux.Handle("POST /api/episode", s.auth(ScopeReset, http.HandlerFunc(s.handleNewEpisode)))
+	mux.Handle("POST /api/episode/level", s.auth(ScopeReset, http.HandlerFunc(s.handleEpisodeLevel)))
+	mux.Handle("POST /api/recover", s.auth(ScopeReset, http.HandlerFunc(s.handleRecover)))
+	mux.Handle("POST /api/jog", s.auth(ScopeReset, http.HandlerFunc(s.handleJog)))
 	if s.cfg.Auth.PublicMetrics {
 		mux.Handle("GET /metrics", s.metrics.Handler())
 	} else {
@@ -140,6 +154,8 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		"scope": sc.String(), "can_reset": sc >= ScopeReset,
 		"video":       map[string]int{"width": s.cfg.Video.Width, "height": s.cfg.Video.Height, "fps": s.cfg.Video.FPS},
 		"max_viewers": s.cfg.MaxViewers, "viewers": s.Viewers(),
+		"episode_control": s.episodes != nil, "episode_levels": s.episodeLevels(),
+		"recovery": s.recoverySession(sc),
 	})
 }
 
@@ -242,7 +258,13 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	}
 	s.PublishEvent(ev)
 	if err != nil {
-		httpError(w, http.StatusConflict, "reset refused: "+err.Error())
+		// The gate's refusal names its cause with a hint: pass it on whole,
+		// on one line, for the page to show.
+		msg := oneLine(err)
+		if !strings.Contains(msg, "reset refused") {
+			msg = "reset refused: " + msg
+		}
+		httpError(w, http.StatusConflict, msg)
 		return
 	}
 	writeJSON(w, map[string]any{"ok": true})
@@ -255,4 +277,119 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, s.readStats())
+}
+
+// oneLine is err's message on one line, for a JSON answer the page shows.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// episodeTimeout bounds NewEpisode: a new scene, and the arm moving again.
+const episodeTimeout = 20 * time.Second
+
+// episodeView is the answer of GET and POST /api/episode.
+type episodeView struct {
+	EpisodeInfo
+	Levels []string `json:"levels"`
+}
+
+func (s *Server) episodeLevels() []string {
+	if s.episodes == nil {
+		return nil
+	}
+	return s.episodes.Levels()
+}
+
+// hasEpisodes answers 404 itself when the robot has no episode control.
+func (s *Server) hasEpisodes(w http.ResponseWriter) bool {
+	if s.episodes == nil {
+		httpError(w, http.StatusNotFound, "this robot has no episode control")
+		return false
+	}
+	return true
+}
+
+// episodeLevel reads the body {"level": …} and returns the level as
+// Levels spells it (case-insensitive), or "" when optional and absent; it
+// answers 400 or 413 itself.
+func (s *Server) episodeLevel(w http.ResponseWriter, r *http.Request, optional bool) (string, bool) {
+	body, ok := readBody(w, r, 4096)
+	if !ok {
+		return "", false
+	}
+	var req struct {
+		Level string `json:"level"`
+	}
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			httpError(w, http.StatusBadRequest, `body must be JSON {"level": "…"}`)
+			return "", false
+		}
+	}
+	want := strings.TrimSpace(req.Level)
+	if want == "" && optional {
+		return "", true
+	}
+	levels := s.episodes.Levels()
+	for _, l := range levels {
+		if strings.EqualFold(l, want) {
+			return l, true
+		}
+	}
+	httpError(w, http.StatusBadRequest, fmt.Sprintf("unknown level %q: use one of %s", cleanReason(want), strings.Join(levels, ", ")))
+	return "", false
+}
+
+func (s *Server) handleEpisode(w http.ResponseWriter, r *http.Request) {
+	if !s.hasEpisodes(w) {
+		return
+	}
+	info, err := s.episodes.Episode(r.Context())
+	if err != nil {
+		httpError(w, http.StatusConflict, oneLine(err))
+		return
+	}
+	writeJSON(w, episodeView{info, s.episodes.Levels()})
+}
+
+func (s *Server) handleNewEpisode(w http.ResponseWriter, r *http.Request) {
+	if !s.hasEpisodes(w) {
+		return
+	}
+	level, ok := s.episodeLevel(w, r, true)
+	if !ok {
+		return
+	}
+	who := actor(r)
+	// Like a reset, it goes through even if the browser goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), episodeTimeout)
+	defer cancel()
+	info, err := s.episodes.NewEpisode(ctx, who, level)
+	if err != nil {
+		msg := oneLine(err)
+		s.PublishEvent(Event{Kind: "info", Reason: "new episode refused: " + msg, Actor: who})
+		httpError(w, http.StatusConflict, msg)
+		return
+	}
+	s.PublishEvent(Event{Kind: "info", Reason: fmt.Sprintf("new episode %d at level %s (seed %d)", info.Episode, info.Level, info.Seed), Actor: who})
+	writeJSON(w, episodeView{info, s.episodes.Levels()})
+}
+
+func (s *Server) handleEpisodeLevel(w http.ResponseWriter, r *http.Request) {
+	if !s.hasEpisodes(w) {
+		return
+	}
+	level, ok := s.episodeLevel(w, r, false)
+	if !ok {
+		return
+	}
+	who := actor(r)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := s.episodes.SetLevel(ctx, who, level); err != nil {
+		httpError(w, http.StatusConflict, oneLine(err))
+		return
+	}
+	s.PublishEvent(Event{Kind: "info", Reason: "next episodes at level " + level, Actor: who})
+	writeJSON(w, map[string]any{"ok": true, "pending_level": level})
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	threshold     prometheus.Gauge
 	energyDist    prometheus.Histogram
 	trips         *prometheus.CounterVec
+	recovering    prometheus.Gauge
+	recoveries    *prometheus.CounterVec
 	modbusRTT     *prometheus.HistogramVec
 	modbusErrors  *prometheus.CounterVec
 
@@ -101,6 +103,10 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 			Help: "Distribution of energy scores.", Buckets: eb}),
 		trips: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "safety_trips_total",
 			Help: "Safety stops by reason (a small fixed set of reasons)."}, []string{"reason"}),
+		recovering: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "recovery_active",
+			Help: "1 while the safety gate is in recovery mode (the operator drives the arm out of an energy stop), else 0."}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "recoveries_total",
+			Help: "Recoveries by how they ended: rearmed (scores back under the threshold), timeout, stopped (operator), fault."}, []string{"end"}),
 		modbusRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "modbus_round_trip_seconds",
 			Help: "Modbus request/response round trips.", Buckets: ms(0.0002, 12)}, []string{"op"}),
 		modbusErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "modbus_errors_total",
@@ -134,9 +140,12 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 	m.dropBusy = m.framesDropped.WithLabelValues("busy")
 	m.dropRate = m.framesDropped.WithLabelValues("rate")
 	m.dropInvalid = m.framesDropped.WithLabelValues("invalid")
+	for _, end := range recoveryEnds {
+		m.recoveries.WithLabelValues(end) // present at 0 from the start, for alerts
+	}
 	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference,
 		m.planLateP90, m.planLateLimit, m.plansLate, m.lateSpells, m.energy, m.threshold, m.energyDist,
-		m.trips, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
+		m.trips, m.recovering, m.recoveries, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
 		m.sendDelay, m.keyframes, m.viewers, m.dcDropped, m.authFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -196,6 +205,19 @@ func (m *Metrics) ObserveEnergy(score, threshold float64) {
 // SafetyTrip counts a safety stop. reason must come from a small fixed set
 // ("energy", "limits", "watchdog", "operator", …): it is a label.
 func (m *Metrics) SafetyTrip(reason string) { m.trips.WithLabelValues(reason).Inc() }
+
+// recoveryEnds are the values of recoveries_total's "end" label.
+var recoveryEnds = [...]string{"rearmed", "timeout", "stopped", "fault"}
+
+// RecoveryStarted sets recovery_active: the gate entered recovery mode.
+func (m *Metrics) RecoveryStarted() { m.recovering.Set(1) }
+
+// RecoveryEnded clears recovery_active and counts the recovery under end,
+// one of "rearmed", "timeout", "stopped" or "fault".
+func (m *Metrics) RecoveryEnded(end string) {
+	m.recovering.Set(0)
+	m.recoveries.WithLabelValues(end).Inc()
+}
 
 // ObserveModbus records one Modbus round trip; op is a small fixed label
 // ("read", "write"); a non-nil err counts an error.

@@ -24,6 +24,9 @@ import (
 type Options struct {
 	// Controller receives STOP and RESET; nil answers 503 to both.
 	Controller Controller
+	// Episodes restarts the scene (a simulated robot's episodes); nil on a
+	// real robot: the episode routes answer 404 and the page hides them.
+	Episodes EpisodeControl
 	// GPU is read every stats interval; nil reports "no GPU".
 	GPU gpu.Reader
 	// Logger; nil discards.
@@ -50,6 +53,8 @@ type Server struct {
 	overlay overlayState
 	cpu     cpuSampler
 	handler http.Handler
+
+	episodes EpisodeControl // nil: no episode control
 
 	// Samples waiting for the broadcaster: a ring the control loop writes.
 	ringMu   sync.Mutex
@@ -106,7 +111,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		root = "/"
 	}
 	s := &Server{
-		cfg: cfg, tokens: tokens, ctrl: opts.Controller, gpu: g, log: log, metrics: m,
+		cfg: cfg, tokens: tokens, ctrl: opts.Controller, episodes: opts.Episodes, gpu: g, log: log, metrics: m,
 		ring:    make([]Sample, 256),
 		wake:    make(chan struct{}, 1),
 		viewers: make(map[uint64]*viewer),

@@ -8,8 +8,9 @@ import (
 // Safety states as shown on the page and in the overlay. The runtime may
 // send others; anything but StateRunning is drawn as a stop.
 const (
-	StateRunning = "RUNNING"
-	StateStopped = "STOPPED"
+	StateRunning    = "RUNNING"
+	StateStopped    = "STOPPED"
+	StateRecovering = "RECOVERING" // the operator drives the arm out of an energy stop (Recoverer)
 )
 
 // Sample is one control tick as the runtime saw it. The server copies what
@@ -38,6 +39,15 @@ type Sample struct {
 
 	State  string // StateRunning, StateStopped, …
 	Reason string // why the state is not RUNNING; empty otherwise
+	// ResetBlock says what a reset would be refused for now, while not
+	// running: "" when it would pass, else "kind: detail", e.g. "energy:
+	// state_energy 7.61 > 5.7".
+	ResetBlock string
+	// Recovery is the recovery mode while the state is StateRecovering
+	// ("jog" or "retrace"; "" otherwise), and RecoveryLeft the time until
+	// the recovery times out.
+	Recovery     string
+	RecoveryLeft time.Duration
 
 	LoopRateHz       float64
 	TickDuration     time.Duration
@@ -90,4 +100,62 @@ type Event struct {
 type Controller interface {
 	Stop(ctx context.Context, actor, reason string) error
 	Reset(ctx context.Context, actor string) error
+}
+
+// EpisodeControl restarts the robot's scene: the simulated robot's
+// episodes. It is optional (Options.Episodes); a real robot has none, and
+// the page then shows no Episode panel. actor names who asked, as for
+// Controller.
+type EpisodeControl interface {
+	// Levels lists the selectable out-of-distribution levels, in order
+	// ("0", "S", "M", "L"). The server accepts no other.
+	Levels() []string
+	// Episode reports the current episode and the level pending for the
+	// next one.
+	Episode(ctx context.Context) (EpisodeInfo, error)
+	// NewEpisode starts a new episode now at level ("" keeps the current
+	// one) and re-arms the stop if it was stopped. It returns once the arm
+	// moves again, or with an error saying why not (one line, with a hint).
+	NewEpisode(ctx context.Context, actor, level string) (EpisodeInfo, error)
+	// SetLevel sets the level from the next episode on.
+	SetLevel(ctx context.Context, actor, level string) error
+}
+
+// EpisodeInfo is the current episode of an EpisodeControl.
+type EpisodeInfo struct {
+	Level   string `json:"level"`
+	Seed    int64  `json:"seed"`
+	Episode int    `json:"episode"` // the episode's number
+	// PendingLevel is the level the next episode starts at when it differs
+	// from Level ("" none).
+	PendingLevel string `json:"pending_level,omitempty"`
+}
+
+// Recoverer is the optional ability of a Controller to drive the arm out
+// of an energy stop: the safety gate's recovery mode (docs/safety.md,
+// "Recovery mode"). The server finds it with a type assertion on
+// Options.Controller; without it POST /api/recover and /api/jog answer 404
+// and GET /api/session reports recovery unavailable. actor names who
+// asked, as for Controller.
+type Recoverer interface {
+	// Recover starts a recovery in mode "jog" or "retrace". Like Reset it
+	// blocks until the control loop decides; a refusal is one line naming
+	// the cause, with a hint.
+	Recover(ctx context.Context, actor, mode string) error
+	// Jog sets the jog direction while recovering in jog mode: one
+	// component in [-1, 1] per command axis (RecoveryInfo.Axes), moving the
+	// arm for the gate's jog hold; gripper NaN holds the gripper. It must
+	// not block.
+	Jog(actor string, v []float64, gripper float64) error
+	// RecoveryInfo describes the recovery mode for the page.
+	RecoveryInfo() RecoveryInfo
+}
+
+// RecoveryInfo describes a Recoverer's recovery mode.
+type RecoveryInfo struct {
+	Axes          int           // command axes a jog has a component for
+	SpeedFraction float64       // of the velocity limits
+	TimeLimit     time.Duration // a recovery times out after it
+	JogHold       time.Duration // one jog moves the arm this long
+	RetraceWindow time.Duration // how much of the path before a stop a retrace replays
 }

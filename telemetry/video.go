@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/energyflow/edge/telemetry/lograte"
 	"github.com/energyflow/edge/telemetry/vpx"
 	"github.com/pion/webrtc/v3"
 	"github.com/pion/webrtc/v3/pkg/media"
@@ -310,6 +311,7 @@ func (p *videoPipeline) run(enc *vpx.Encoder) {
 	out := make([]byte, len(i420))
 	var od overlayData
 	var lastT time.Time
+	var failing lograte.Repeat[struct{}] // encode failures: one line, then at most every 5 s
 	for {
 		var fb *frameBuf
 		select {
@@ -345,8 +347,13 @@ func (p *videoPipeline) run(enc *vpx.Encoder) {
 		}
 		frame, key, err := enc.Encode(i420, force, out)
 		if err != nil {
-			p.log.Warn("encode failed", "err", err)
+			if log, n := failing.Observe(time.Now(), struct{}{}); log {
+				p.log.Warn("encode failed", "err", err, "repeated", n)
+			}
 			continue
+		}
+		if was, n := failing.End(); was {
+			p.log.Info("encoding again", "failed_since_last_line", n)
 		}
 		wall := time.Since(t0)
 		p.metrics.encodeDuration.Observe(wall.Seconds())

@@ -11,7 +11,8 @@ import (
 //
 //	hello   {type, scope, can_reset, video:{width,height,fps}, events:[…], stats}
 //	sample  {type, tick, t (unix ms), energy, threshold, watch, state_energy,
-//	         reward, scores, state, reason, loop_hz, tick_ms, inference_ms,
+//	         reward, scores, state, reason, reset_block, recovery,
+//	         recovery_left, loop_hz, tick_ms, inference_ms,
 //	         plan_late, plan_late_limit,
 //	         joints, velocities, ee, gripper, planned:[[…]…]}
 //	event   {type, t, tick, kind, reason, actor, energy, threshold, score, trace}
@@ -19,6 +20,9 @@ import (
 // "energy" is the value of the score the stop watches, named by "watch"
 // ("energy", "centered_energy" or "state_energy"); "state_energy" is the
 // bundle's state term whether watched or not (null without one).
+// "reset_block" is what a reset would be refused for ("" when it would
+// pass), "recovery" the recovery mode while RECOVERING ("" otherwise) and
+// "recovery_left" the seconds until it times out (null when not recovering).
 //	stats   {type, t, cpu:{…}, gpu:[…], gpu_source, gpu_error, video:{…}}
 //
 // Non-finite numbers are sent as null.
@@ -141,6 +145,16 @@ func appendSampleJSON(b []byte, s *Sample) []byte {
 	b = appendString(b, s.State)
 	b = append(b, `,"reason":`...)
 	b = appendString(b, s.Reason)
+	b = append(b, `,"reset_block":`...)
+	b = appendString(b, s.ResetBlock)
+	b = append(b, `,"recovery":`...)
+	b = appendString(b, s.Recovery)
+	b = append(b, `,"recovery_left":`...)
+	if s.Recovery == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendNum(b, s.RecoveryLeft.Seconds())
+	}
 	b = append(b, `,"loop_hz":`...)
 	b = appendNum(b, s.LoopRateHz)
 	b = append(b, `,"tick_ms":`...)

@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/energyflow/edge/runtime"
-	"github.com/energyflow/edge/safety"
 )
 
 func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
@@ -54,22 +53,38 @@ func newLogger(env *cliEnv, cfg *runtime.Config) *slog.Logger {
 // signal cancels ctx (graceful: the arm is halted, recordings are closed);
 // a second one exits at once.
 func runApp(ctx context.Context, env *cliEnv, cfg *runtime.Config) int {
-	return runAppWith(ctx, env, cfg, false, nil)
+	return runAppWith(ctx, env, cfg, appRun{})
 }
 
-// runAppWith is runApp with a per-tick observer (soak measurements).
-// With showToken the viewer URL carries the view token (the local demo);
-// the service prints the URL only, so tokens stay out of the journal.
-func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, showToken bool, onTick func(runtime.Tick, *safety.Decision, safety.Scores)) int {
+// appRun says how runAppWith runs the app beyond its config.
+type appRun struct {
+	// showToken: the viewer URL carries the reset token (the local demo);
+	// the service prints the URL only, so tokens stay out of the journal.
+	showToken bool
+	// opts are the app's options (Logger and Announce are filled in).
+	opts runtime.AppOptions
+	// started, if set, is called once the app is built, before it runs;
+	// it must not block (start goroutines bound to ctx).
+	started func(ctx context.Context, app *runtime.App, log *slog.Logger)
+}
+
+// runAppWith is runApp with the demo's extras (the token, a per-tick
+// observer for soak measurements, the episode loop).
+func runAppWith(ctx context.Context, env *cliEnv, cfg *runtime.Config, run appRun) int {
 	log := newLogger(env, cfg)
-	app, err := runtime.NewApp(ctx, cfg, runtime.AppOptions{Logger: log, Announce: env.stdout, OnTick: onTick})
+	opts := run.opts
+	opts.Logger, opts.Announce = log, env.stdout
+	app, err := runtime.NewApp(ctx, cfg, opts)
 	if err != nil {
 		fmt.Fprintln(env.stderr, "energyflow:", err)
 		return exitFailure
 	}
 	defer app.Close()
+	if run.started != nil {
+		run.started(ctx, app, log)
+	}
 	if u := app.ViewerURL(); u != "" {
-		if tel := app.Telemetry(); showToken && tel != nil {
+		if tel := app.Telemetry(); run.showToken && tel != nil {
 			// The local demo's operator may also RESET: the reset token's scope
 			// includes viewing and STOP.
 			fmt.Fprintf(env.stdout, "live view: %s#token=%s\n", u, tel.Tokens().Reset)

@@ -306,29 +306,70 @@ func startSimBridge(ctx context.Context, env *cliEnv, root string, f *simFlags, 
 	return startBridge(ctx, o)
 }
 
-// levelHint is one way the demo offers to change the OOD level: a body for
-// the bridge's POST /episode/level (docs/sim.md).
-type levelHint struct{ what, body string }
-
-// demoLevelHints: from the next episode on (the bridge's pending level,
-// taken by demoNextEpisode), or at once (a new episode now, seed+1).
-func demoLevelHints() []levelHint {
-	return []levelHint{
-		{"change the OOD level from the next episode on", `{"level":"L"}`},
-		{"or at once (new episode now, seed+1)", `{"level":"L","now":true}`},
-	}
-}
+// episodeSwitcher replaces the scene between two control ticks and
+// restarts the policy on it (runtime.Loop.NewEpisode).
+type episodeSwitcher func(ctx context.Context, replace func(context.Context) error) error
 
 // demoNextEpisode starts the next episode when the current one has ended:
 // same task, the next seed, and the level set with POST /episode/level if
-// one is pending (else the current level). It reports whether it reset.
-func demoNextEpisode(ctx context.Context, b *bridge) (episode, bool, error) {
-	ep, err := b.Episode(ctx)
+// one is pending (else the current level). The reset runs through sw (nil:
+// the bridge alone), so the runtime holds the arm across it and plans the
+// new scene from a fresh history, as sim eval's runtime per episode does.
+// It returns the episode that ended (the current one when none did), the
+// new one, and whether it reset.
+func demoNextEpisode(ctx context.Context, b *bridge, sw episodeSwitcher) (ended, ep episode, reset bool, err error) {
+	ep, err = b.Episode(ctx)
 	if err != nil || !ep.Done {
-		return ep, false, err
+		return ep, ep, false, err
 	}
-	ep, err = b.Reset(ctx, "", "", ep.Seed+1, "", 0)
-	return ep, err == nil, err
+	ended = ep
+	seed := ep.Seed + 1
+	restart := func(ctx context.Context) (err error) {
+		ep, err = b.Reset(ctx, "", "", seed, "", 0)
+		return err
+	}
+	if sw == nil {
+		err = restart(ctx)
+	} else {
+		err = sw(ctx, restart)
+	}
+	return ended, ep, err == nil, err
+}
+
+// demoEpisodeEvery is how often the demo asks the bridge whether the
+// episode has ended: a fraction of the 10 steps the demonstrations keep
+// after success, so the arm does not linger in the finished scene.
+const demoEpisodeEvery = 200 * time.Millisecond
+
+// demoEpisodes starts a new episode whenever one ends, so the arm keeps
+// working, until ctx ends. A failure is logged when it starts and again at
+// most every 30 s while it lasts.
+func demoEpisodes(ctx context.Context, c *demoControl, log *slog.Logger) {
+	var failing time.Time
+	t := time.NewTicker(demoEpisodeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.next(tctx, log)
+		cancel()
+		switch {
+		case err == nil:
+			if !failing.IsZero() {
+				log.Info("demo: episodes start again")
+				failing = time.Time{}
+			}
+		case ctx.Err() != nil:
+			return
+		case failing.IsZero() || time.Since(failing) >= 30*time.Second:
+			log.Warn("demo: cannot start the next episode (retrying)", "err", err)
+			failing = time.Now()
+		}
+	}
 }
 
 // cmdSimDemo is `energyflow sim`: the simulated robot demo.
@@ -340,6 +381,7 @@ func cmdSimDemo(ctx context.Context, env *cliEnv, args []string) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the live view")
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until Ctrl-C)")
 	soakReport := fs.String("soak-report", "", "write a soak report (tick jitter, missed deadlines, memory, GC) to this file at exit")
+	nice := fs.Int("nice", -10, "CPU priority (niceness) of the demo's runtime and simulator, as the systemd unit's Nice=-10 gives the service, so a browser watching on the same machine does not delay its plans; 0 keeps the shell's (a negative value needs root or CAP_SYS_NICE; without it the demo says so and runs as it is)")
 	realtime := fs.Bool("realtime", false, "run the simulator on its own --rate clock instead of one step per control tick: the two clocks drift, so the arm's state is sometimes read 0 or 2 steps apart, which the state term's transition component sees as motion the arm did not make (docs/sim.md)")
 	fs.Usage = func() {
 		fmt.Fprintln(env.stderr, `usage: energyflow sim [flags]          run the simulated robot demo until Ctrl-C
@@ -367,6 +409,11 @@ live view, and prints the viewer URL with its token.`)
 		return fail(err)
 	}
 	f.warnTask(env, "energyflow sim")
+	if *nice != 0 {
+		if err := setNice(*nice); err != nil {
+			fmt.Fprintf(env.stderr, "energyflow sim: running at normal priority: %v\n", err)
+		}
+	}
 	// One physics step per control tick (lockstep), paced by the runtime's
 	// real-time loop: the arm's state then moves exactly one period between
 	// reads, as a real arm's does. --realtime keeps the simulator's own clock.
@@ -383,30 +430,25 @@ live view, and prints the viewer URL with its token.`)
 	if b.View != "" {
 		fmt.Fprintf(env.stdout, "live view video: %s (%dx%d)\n", b.View, simViewWidth, simViewHeight)
 	}
-	for _, h := range demoLevelHints() {
-		fmt.Fprintf(env.stdout, "%s: curl -X POST http://%s/episode/level -d '%s'\n", h.what, b.HTTP, h.body)
-	}
-	// Start a new episode whenever one ends, so the arm keeps working.
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-			_, _, _ = demoNextEpisode(ctx, b) // a failed poll is retried next second
-		}
-	}()
+	fmt.Fprintln(env.stdout, "the live view's Episode panel starts a new episode and changes the OOD level (0, S, M, L)")
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	ctl := &demoControl{b: b}
+	run := appRun{showToken: true, opts: runtime.AppOptions{Episodes: ctl},
+		started: func(ctx context.Context, app *runtime.App, log *slog.Logger) {
+			ctl.setLoop(app.Loop())
+			// Start a new episode whenever one ends, so the arm keeps working.
+			go demoEpisodes(ctx, ctl, log.With("part", "demo"))
+		}}
 	if *soakReport == "" {
-		return runAppWith(ctx, env, cfg, true, nil)
+		return runAppWith(ctx, env, cfg, run)
 	}
 	soak := newSoakMeter(int(cfg.Loop.RateHz*duration.Seconds()) + 16)
-	code := runAppWith(ctx, env, cfg, true, soak.onTick)
+	run.opts.OnTick = soak.onTick
+	code := runAppWith(ctx, env, cfg, run)
 	rep := soak.report(cfg.Loop.RateHz, *duration)
 	fmt.Fprintln(env.stdout, rep)
 	if err := os.WriteFile(*soakReport, []byte(rep+"\n"), 0o644); err != nil {
@@ -490,9 +532,12 @@ type evalResult struct {
 type evalFlags struct {
 	simFlags
 	episodes, maxSteps int
-	fault              string // injected fault: "" or one of simFaults
-	faultStep          int
-	scores, summary    string
+	// delay is --delay: every plan lands this many control periods later
+	// than the sampler finishes it (a slower or busier host).
+	delay           float64
+	fault           string // injected fault: "" or one of simFaults
+	faultStep       int
+	scores, summary string
 	// observeOnly runs every episode with the energy stop off, so that the
 	// scores are recorded but never end an episode (sim calibrate).
 	observeOnly bool
@@ -521,6 +566,7 @@ func (e *evalFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.summary, "json", "", "write the summary as JSON to this file")
 	fs.StringVar(&e.fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears in the state), occlusion (a dark square blocks the middle of the camera image) or zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report); docs/sim.md")
 	fs.IntVar(&e.faultStep, "fault-step", 30, "environment step at which --fault starts")
+	fs.Float64Var(&e.delay, "delay", 0, "hold every plan this many control periods longer before the loop gets it, as a slower or busier host would (0 to the bundle's action horizon)")
 }
 
 // prepare is simFlags.prepare plus the evaluation's own flags.
@@ -551,6 +597,9 @@ func (e *evalFlags) prepare(root string) error {
 	// A manifest that does not parse is reported by the runtime's loader.
 	if m, err := readManifest(e.bundleDir); err == nil {
 		e.stateTerm = m.HasStateEnergy()
+		if !(e.delay >= 0 && e.delay <= float64(m.ActionHorizon)) {
+			return usageError{fmt.Errorf("--delay %g: must be 0 to %d control periods (the bundle's action horizon: a plan later than its chunk never runs)", e.delay, m.ActionHorizon)}
+		}
 	}
 	return e.parseWatch()
 }
@@ -788,7 +837,8 @@ func evalEpisode(ctx context.Context, env *cliEnv, root string, e *evalFlags, b 
 	}
 	infer := &inferenceTimes{ms: make([]float64, 0, e.maxSteps)}
 	log := slog.New(episodeEndHandler{newLogger(env, cfg).Handler()})
-	app, err := runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: log, OnTick: onTick, Metrics: infer})
+	app, err := runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: log, OnTick: onTick, Metrics: infer,
+		InferenceDelay: time.Duration(e.delay * float64(time.Second) / e.rate)})
 	if err != nil {
 		return r, err
 	}

@@ -455,10 +455,10 @@ func TestSimCalibrate(t *testing.T) {
 	}
 }
 
-// TestSimDemoLevelSwitch checks the demo's two printed ways to change the
-// OOD level against a real bridge: the pending level is taken by the
-// demo's next episode (demoNextEpisode, as its auto-reset loop calls it),
-// and "now" starts an episode at that level at once.
+// TestSimDemoLevelSwitch checks the bridge's two ways to change the OOD
+// level (docs/sim.md) against a real bridge: the pending level is taken by
+// the demo's next episode (demoNextEpisode, as its auto-reset loop calls
+// it), and "now" starts an episode at that level at once.
 func TestSimDemoLevelSwitch(t *testing.T) {
 	b, root := startTestBridgeWith(t, func(o *bridgeOptions) { o.maxSteps = 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -476,29 +476,26 @@ func TestSimDemoLevelSwitch(t *testing.T) {
 	if err := arm.Enable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	post := func(h levelHint) episode {
+	post := func(body string) episode {
 		t.Helper()
-		var body map[string]any
-		if err := json.Unmarshal([]byte(h.body), &body); err != nil {
-			t.Fatalf("hint %q: body %s is not JSON: %v", h.what, h.body, err)
+		var req map[string]any
+		if err := json.Unmarshal([]byte(body), &req); err != nil {
+			t.Fatalf("body %s is not JSON: %v", body, err)
 		}
 		var ep episode
-		if err := b.do(ctx, "POST", "/episode/level", body, &ep); err != nil {
-			t.Fatalf("hint %q: %v", h.what, err)
+		if err := b.do(ctx, "POST", "/episode/level", req, &ep); err != nil {
+			t.Fatalf("POST /episode/level %s: %v", body, err)
 		}
 		return ep
 	}
-	hints := demoLevelHints()
-	if len(hints) != 2 {
-		t.Fatalf("%d level hints, want next-episode and at-once", len(hints))
-	}
+	hints := []string{`{"level":"L"}`, `{"level":"L","now":true}`}
 
 	// From the next episode on.
 	ep := post(hints[0])
 	if ep.Level != "0" || ep.PendingLevel != "L" {
-		t.Fatalf("after %s: level %q pending %q, want 0 and L", hints[0].body, ep.Level, ep.PendingLevel)
+		t.Fatalf("after %s: level %q pending %q, want 0 and L", hints[0], ep.Level, ep.PendingLevel)
 	}
-	if ep, reset, err := demoNextEpisode(ctx, b); err != nil || reset || ep.Level != "0" {
+	if _, ep, reset, err := demoNextEpisode(ctx, b, nil); err != nil || reset || ep.Level != "0" {
 		t.Fatalf("episode still running: reset %v, level %q, err %v; want no reset", reset, ep.Level, err)
 	}
 	for i := 0; i < 3; i++ { // the bridge truncates at 3 steps: the episode ends
@@ -506,12 +503,15 @@ func TestSimDemoLevelSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ep, reset, err := demoNextEpisode(ctx, b)
+	ended, ep, reset, err := demoNextEpisode(ctx, b, nil)
 	if err != nil || !reset {
 		t.Fatalf("ended episode: reset %v, err %v; want a new episode", reset, err)
 	}
 	if ep.Level != "L" || ep.PendingLevel != "" || ep.Seed != 4 || ep.Step != 0 || ep.Task != "button-press" {
 		t.Fatalf("new episode %+v, want button-press level L seed 4 step 0, nothing pending", ep)
+	}
+	if !ended.Done || ended.Seed != 3 || ended.Level != "0" {
+		t.Errorf("ended episode %+v, want the finished level-0 seed 3", ended)
 	}
 
 	// At once.
@@ -523,7 +523,7 @@ func TestSimDemoLevelSwitch(t *testing.T) {
 	}
 	ep = post(hints[1])
 	if ep.Level != "L" || ep.Step != 0 || ep.Seed != 11 || ep.PendingLevel != "" {
-		t.Fatalf("after %s: %+v, want level L, step 0, seed 11 at once", hints[1].body, ep)
+		t.Fatalf("after %s: %+v, want level L, step 0, seed 11 at once", hints[1], ep)
 	}
 }
 

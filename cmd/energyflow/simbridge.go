@@ -172,6 +172,7 @@ type episode struct {
 	Level        string  `json:"level"`
 	PendingLevel string  `json:"pending_level"` // level of the next reset ("": the current one)
 	Seed         int     `json:"seed"`
+	Episode      int     `json:"episode"` // episodes since the bridge started, from 1
 	Step         int     `json:"step"`
 	Success      bool    `json:"success"`
 	SuccessStep  *int    `json:"success_step"` // step of the first success; nil: none yet

@@ -1,7 +1,8 @@
 // End-to-end test of the telemetry live view in Debian's Chromium, driven by
 // playwright-core (never downloads a browser). Started by the Go test
 // TestBrowserEndToEnd (e2e_test.go), which runs the server on loopback with a
-// synthetic camera and a fake controller, and passes:
+// synthetic camera, a fake controller (refusing resets) and a fake episode
+// control, and passes:
 //
 //   EF_URL, EF_VIEW_TOKEN, EF_RESET_TOKEN, EF_WIDTH, EF_HEIGHT,
 //   EF_PROBES (JSON [{name, x, y, expect: "green"|"gray"}]),
@@ -113,6 +114,14 @@ async function e2e(browser) {
   }), env.EF_VIEW_TOKEN);
   check(reset.disabled && reset.status === 403, 'RESET with a view token: ' + JSON.stringify(reset));
   result.reset = reset;
+  // The Episode panel is shown (the harness has episode control), its
+  // buttons disabled for a view token, and its POST refused.
+  await page.waitForSelector('#episode:not([hidden])', { timeout: 10000 });
+  const epView = await page.evaluate(async (tok) => ({
+    disabled: ['ep-new', 'ep-next', 'ep-select'].every((id) => document.getElementById(id).disabled),
+    status: (await fetch('/api/episode', { method: 'POST', headers: { Authorization: 'Bearer ' + tok }, body: '{"level":"L"}' })).status,
+  }), env.EF_VIEW_TOKEN);
+  check(epView.disabled && epView.status === 403, 'Episode panel with a view token: ' + JSON.stringify(epView));
 
   // 6. STOP from the page reaches the controller; the page shows STOPPED.
   await page.click('#stop');
@@ -137,6 +146,39 @@ async function e2e(browser) {
   result.screenshot = shot;
   log('stopped; screenshot', shot);
   await page.close();
+
+  // 8. With the reset token, the robot STOPPED and every reset refused (the
+  //    harness): RESET shows the gate's reason and what to do next to the
+  //    buttons; "New episode" at level L reaches the episode control,
+  //    re-arms (RUNNING) and clears the notice; "Next episodes at this
+  //    level" sets S for the episodes after.
+  const op = await openViewer(browser, env.EF_RESET_TOKEN);
+  await op.waitForSelector('#episode:not([hidden])', { timeout: 10000 });
+  await op.waitForFunction(() => document.getElementById('state').textContent.startsWith('STOPPED'), null, { timeout: 15000 });
+  await op.waitForFunction(() => document.getElementById('ep-level').textContent === '0', null, { timeout: 10000 });
+  await op.click('#reset');
+  await op.waitForSelector('#refusal:not([hidden])', { timeout: 10000 });
+  const refusal = await op.evaluate(() => ({
+    reason: document.getElementById('refusal-reason').textContent, hint: document.getElementById('refusal-hint').textContent }));
+  check(refusal.reason.includes('still above the threshold'), 'refused reset shows ' + JSON.stringify(refusal));
+  check(refusal.hint.includes('start a new episode'), 'refused energy reset hint: ' + JSON.stringify(refusal));
+  result.refusal = refusal;
+  log('refused reset:', JSON.stringify(refusal));
+  const shot2 = join(ARTIFACTS, 'telemetry-e2e-refused.png');
+  await op.screenshot({ path: shot2, fullPage: true });
+  await op.selectOption('#ep-select', 'L');
+  await op.click('#ep-new');
+  await op.waitForFunction(() => document.getElementById('state').textContent.startsWith('RUNNING'), null, { timeout: 10000 });
+  await op.waitForSelector('#refusal', { state: 'hidden', timeout: 5000 });
+  await op.waitForFunction(() => document.getElementById('ep-level').textContent === 'L'
+    && document.getElementById('ep-number').textContent === '2', null, { timeout: 10000 });
+  await op.selectOption('#ep-select', 'S');
+  await op.click('#ep-next');
+  await op.waitForFunction(() => document.getElementById('ep-pending').textContent === 'level S', null, { timeout: 10000 });
+  result.episode = await op.evaluate(() => ({ level: document.getElementById('ep-level').textContent,
+    pending: document.getElementById('ep-pending').textContent, status: document.getElementById('ep-status').textContent }));
+  log('episode:', JSON.stringify(result.episode));
+  await op.close();
   return result;
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -69,6 +70,7 @@ func randomToken(t *testing.T) string {
 type harness struct {
 	srv    *telemetry.Server
 	ctrl   *telemetrytest.FakeController
+	eps    *telemetrytest.FakeEpisodes
 	src    *telemetrytest.Source
 	url    string
 	cancel context.CancelFunc
@@ -83,8 +85,11 @@ func startHarness(t *testing.T, w, h, fps int) *harness {
 	cfg.ICE.Mode = telemetry.ICELoopback
 	cfg.Auth = telemetry.AuthConfig{ViewToken: randomToken(t), ResetToken: randomToken(t)}
 	cfg.StatsInterval = 500 * time.Millisecond
-	ctrl := &telemetrytest.FakeController{}
-	srv, err := telemetry.New(cfg, telemetry.Options{Controller: ctrl})
+	// The robot refuses every reset as the gate does while the arm stands
+	// out of distribution; a new episode re-arms it.
+	ctrl := &telemetrytest.FakeController{ResetErr: errRefused}
+	eps := &telemetrytest.FakeEpisodes{Controller: ctrl}
+	srv, err := telemetry.New(cfg, telemetry.Options{Controller: ctrl, Episodes: eps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +98,7 @@ func startHarness(t *testing.T, w, h, fps int) *harness {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hs := &harness{srv: srv, ctrl: ctrl, url: "http://" + ln.Addr().String() + "/", cancel: cancel, done: make(chan struct{})}
+	hs := &harness{srv: srv, ctrl: ctrl, eps: eps, url: "http://" + ln.Addr().String() + "/", cancel: cancel, done: make(chan struct{})}
 	hs.src = &telemetrytest.Source{Width: w, Height: h, FPS: fps, ControlRate: 20, Controller: ctrl}
 	go func() { srv.Serve(ctx, ln) }()
 	go func() { hs.src.Run(ctx, srv); close(hs.done) }()
@@ -120,15 +125,22 @@ func (hs *harness) nodeEnv(t *testing.T, w, h int, mode string) []string {
 		"EF_PROBES="+probes, "EF_STAMP="+string(stamp), "EF_ARTIFACTS="+artifactDir(t), "EF_MODE="+mode)
 }
 
+// errRefused is the harness's answer to every reset, worded as the safety
+// gate's (safety.ErrResetRefused and the cause).
+var errRefused = errors.New("safety: reset refused (by web:127.0.0.1 reset): energy: state_energy score 5.2 vs threshold 3.1: still above the threshold — move the scene back toward the demonstrations")
+
 // TestBrowserEndToEnd drives the viewer page in Chromium: refused without a
 // token; VP8 frames of the configured size decoded; data-channel messages
 // parse; the overlay is in the decoded pixels; RESET refused to a view
-// token; STOP reaches the controller. Leaves build/artifacts/telemetry-e2e.png.
+// token; STOP reaches the controller; with the reset token a refused reset
+// shows the gate's reason and what to do, and "New episode" and "Next
+// episodes at this level" reach the episode control. Leaves
+// build/artifacts/telemetry-e2e.png and telemetry-e2e-refused.png.
 func TestBrowserEndToEnd(t *testing.T) {
 	requireBrowser(t)
 	const w, h = 320, 240
 	hs := startHarness(t, w, h, 15)
-	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "e2e.mjs")
 	cmd.Env = hs.nodeEnv(t, w, h, "e2e")
@@ -152,11 +164,19 @@ func TestBrowserEndToEnd(t *testing.T) {
 	if !strings.HasPrefix(stops[0].Actor, "web:127.0.0.1 view") || stops[0].Reason == "" {
 		t.Errorf("stop call %+v: want actor web:127.0.0.1 view and a reason", stops[0])
 	}
-	if len(hs.ctrl.Resets()) != 0 {
-		t.Errorf("a view token reached Reset")
+	if r := hs.ctrl.Resets(); len(r) != 1 || !strings.HasPrefix(r[0].Actor, "web:127.0.0.1 reset") {
+		t.Errorf("resets %+v: want one, the reset token's RESET click (a view token must not reach Reset)", r)
 	}
-	if _, err := os.Stat(filepath.Join(artifactDir(t), "telemetry-e2e.png")); err != nil {
-		t.Errorf("screenshot: %v", err)
+	if n := hs.eps.NewEpisodes(); len(n) != 1 || n[0].Level != "L" || !strings.HasPrefix(n[0].Actor, "web:127.0.0.1 reset") {
+		t.Errorf("new episodes %+v: want one at level L from the reset token's page", n)
+	}
+	if l := hs.eps.SetLevels(); len(l) != 1 || l[0].Level != "S" {
+		t.Errorf("level changes %+v: want one to S", l)
+	}
+	for _, f := range []string{"telemetry-e2e.png", "telemetry-e2e-refused.png"} {
+		if _, err := os.Stat(filepath.Join(artifactDir(t), f)); err != nil {
+			t.Errorf("screenshot: %v", err)
+		}
 	}
 }
 

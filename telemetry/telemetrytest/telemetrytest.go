@@ -1,5 +1,6 @@
 // Package telemetrytest holds test doubles for telemetry: a fake Controller
-// that records STOP/RESET and plays the safety state, and a synthetic
+// that records STOP/RESET and plays the safety state, a fake EpisodeControl
+// that records new episodes and level changes, and a synthetic
 // camera/control-loop source that stamps a frame counter into each frame so
 // a viewer can measure glass-to-glass delay.
 package telemetrytest
@@ -79,6 +80,120 @@ func (f *FakeController) State() (state, reason string) {
 		return telemetry.StateStopped, f.reason
 	}
 	return telemetry.StateRunning, ""
+}
+
+// rearm clears a latched stop without recording a Reset (a new episode's
+// scene is in distribution again, and the gate re-arms).
+func (f *FakeController) rearm() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped, f.reason = false, ""
+}
+
+// EpisodeCall is one recorded NewEpisode or SetLevel.
+type EpisodeCall struct {
+	Actor, Level string
+	Time         time.Time
+}
+
+// FakeEpisodes is an EpisodeControl that records its calls, like the
+// simulated robot: episodes start at the first level with seed 1;
+// NewEpisode starts the next one (seed + 1) at the level asked, or the
+// pending one, and clears Controller's stop.
+type FakeEpisodes struct {
+	// LevelNames is what Levels returns (nil: "0", "S", "M", "L").
+	LevelNames []string
+	// Controller, when set, is re-armed by NewEpisode.
+	Controller *FakeController
+	// Err, when set, is returned by every method but Levels. Set it before
+	// the server starts.
+	Err error
+
+	mu   sync.Mutex
+	info telemetry.EpisodeInfo
+	news []EpisodeCall
+	sets []EpisodeCall
+}
+
+var _ telemetry.EpisodeControl = (*FakeEpisodes)(nil)
+
+// Levels returns LevelNames or the default levels.
+func (f *FakeEpisodes) Levels() []string {
+	if f.LevelNames != nil {
+		return append([]string(nil), f.LevelNames...)
+	}
+	return []string{"0", "S", "M", "L"}
+}
+
+// current returns the episode, starting the first one; f.mu is held.
+func (f *FakeEpisodes) current() *telemetry.EpisodeInfo {
+	if f.info.Episode == 0 {
+		f.info = telemetry.EpisodeInfo{Level: f.Levels()[0], Seed: 1, Episode: 1}
+	}
+	return &f.info
+}
+
+// Episode reports the current episode.
+func (f *FakeEpisodes) Episode(context.Context) (telemetry.EpisodeInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return telemetry.EpisodeInfo{}, f.Err
+	}
+	return *f.current(), nil
+}
+
+// NewEpisode records the call, starts the next episode and re-arms.
+func (f *FakeEpisodes) NewEpisode(_ context.Context, actor, level string) (telemetry.EpisodeInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.news = append(f.news, EpisodeCall{Actor: actor, Level: level, Time: time.Now()})
+	if f.Err != nil {
+		return telemetry.EpisodeInfo{}, f.Err
+	}
+	in := f.current()
+	switch {
+	case level != "":
+	case in.PendingLevel != "":
+		level = in.PendingLevel
+	default:
+		level = in.Level
+	}
+	*in = telemetry.EpisodeInfo{Level: level, Seed: in.Seed + 1, Episode: in.Episode + 1}
+	if f.Controller != nil {
+		f.Controller.rearm()
+	}
+	return *in, nil
+}
+
+// SetLevel records the call and sets the pending level.
+func (f *FakeEpisodes) SetLevel(_ context.Context, actor, level string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sets = append(f.sets, EpisodeCall{Actor: actor, Level: level, Time: time.Now()})
+	if f.Err != nil {
+		return f.Err
+	}
+	in := f.current()
+	in.PendingLevel = level
+	if level == in.Level {
+		in.PendingLevel = ""
+	}
+	return nil
+}
+
+// NewEpisodes returns the recorded NewEpisode calls.
+func (f *FakeEpisodes) NewEpisodes() []EpisodeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]EpisodeCall(nil), f.news...)
+}
+
+// SetLevels returns the recorded SetLevel calls.
+func (f *FakeEpisodes) SetLevels() []EpisodeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]EpisodeCall(nil), f.sets...)
 }
 
 // StampGeometry returns the block size and origin of the counter stamp for

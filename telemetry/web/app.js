@@ -6,6 +6,21 @@ const ef = { pc: null, dc: null, token: '', scope: 'none', counts: { hello: 0, s
   lastSample: null, lastRaw: null, samples: [], events: [], connected: false, error: '', hasState: false };
 window.__ef = ef; // for tests and debugging
 
+// Shared hook for the page's other scripts (episode.js, …): window.ef is
+// this object, with ef.api(path, opts) (the token added), ef.session and
+// ef.on('session' | 'sample' | 'command', fn): fn gets each one, and the
+// latest one at once. 'command' is {path, ok, status, error} of STOP/RESET.
+const emit = (() => {
+  const hooks = {}, latest = {};
+  ef.api = api;
+  ef.on = (type, fn) => { (hooks[type] = hooks[type] || []).push(fn); if (type in latest) fn(latest[type]); };
+  return (type, v) => {
+    latest[type] = v;
+    for (const fn of hooks[type] || []) { try { fn(v); } catch (e) { console.error(e); } }
+  };
+})();
+window.ef = ef;
+
 const MAX_POINTS = 300;
 
 function takeToken() {
@@ -46,6 +61,8 @@ async function start() {
   }
   const session = await res.json();
   ef.scope = session.scope;
+  ef.session = session;
+  emit('session', session);
   $('stop').disabled = false;
   $('reset').disabled = !session.can_reset;
   $('stop').addEventListener('click', () => command('/api/stop', { reason: 'STOP pressed on the web page' }));
@@ -59,6 +76,7 @@ async function command(path, body) {
     const res = await api(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
     const j = await res.json().catch(() => ({}));
     $('cmd-status').textContent = res.ok ? (path.endsWith('stop') ? 'stop sent' : 'reset sent') : ('refused: ' + (j.error || res.status));
+    emit('command', { path, ok: res.ok, status: res.status, error: j.error || '' });
   } catch (e) {
     $('cmd-status').textContent = 'failed: ' + e;
   }
@@ -124,6 +142,7 @@ function onMessage(raw) {
       ef.samples.push(m);
       if (ef.samples.length > MAX_POINTS) ef.samples.shift();
       showSample(m);
+      emit('sample', m);
       break;
     case 'event':
       ef.counts.event++;

@@ -367,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "state_energy.onnx + the manifest's state_energy block")
     se.add_argument("--bundle", required=True, help="an energyflow or diffusion bundle (its cond layout and norms)")
     se.add_argument("--data", required=True, help="HDF5 demonstrations (every step of every demo is used)")
+    se.add_argument("--rollouts", nargs="+", metavar="DIR",
+                    help="the policy's own level-0 rollouts through the runtime (scripts/rollouts.sh "
+                         "directories: DIR/summary.json + recordings); their successful episodes join the "
+                         "demonstrations, split into training and held-out the same way")
     se.add_argument("--steps", type=int, default=4000, help="training steps (4000)")
     se.add_argument("--sigmas", type=int, default=8, help="number of log-spaced noise levels (8)")
     se.add_argument("--sigma-min", type=float, default=0.05)

@@ -141,6 +141,46 @@ def load_hdf5(path: str | Path, obs_keys: Sequence[str], image_keys: Sequence[st
     return demos, info
 
 
+def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str]) -> Tuple[List[Demo], Dict[str, int]]:
+    """The successful episodes of ``energyflow sim eval --record DIR --json DIR/summary.json``
+    runs (``scripts/rollouts.sh``), as demos: for each DIR, the episodes its
+    ``summary.json`` marks successful, read from ``DIR/<task>_<seed>/*.hdf5``
+    (the runtime's recordings, this module's layout). Failed, stopped and
+    truncated episodes are left out: they are not what the policy does when
+    all is well. Returns the demos (named ``<dir>/<task>_<seed>``) and
+    counts ``{"episodes", "successes", "files"}``. Raises :class:`DataError`
+    naming the directory or file."""
+    import json
+
+    demos: List[Demo] = []
+    counts = {"episodes": 0, "successes": 0, "files": 0}
+    for d in dirs:
+        d = Path(d)
+        summary = d / "summary.json"
+        try:
+            with open(summary) as f:
+                s = json.load(f)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{summary}: cannot read the rollouts' summary ({e}) — record them with "
+                            "scripts/rollouts.sh (sim eval --record DIR --json DIR/summary.json)") from e
+        task = s.get("task", "")
+        for r in s.get("results", []):
+            counts["episodes"] += 1
+            if not r.get("success"):
+                continue
+            ep = d / f"{task}_{r['seed']}"
+            files = sorted(ep.glob("*.hdf5"))
+            if not files:
+                raise DataError(f"{ep}: a successful episode of {summary} has no recording (*.hdf5)")
+            counts["successes"] += 1
+            for fp in files:
+                got, _ = load_hdf5(fp, obs_keys)
+                for g in got:
+                    demos.append(Demo(name=f"{d.name}/{ep.name}/{g.name}", actions=g.actions, obs=g.obs))
+                counts["files"] += 1
+    return demos, counts
+
+
 def split_demos(demos: Sequence[Demo], val_fraction: float, seed: int = 0) -> Tuple[List[Demo], List[Demo]]:
     """Train/validation split *by demo* (at least one training demo; validation may be empty)."""
     n = len(demos)

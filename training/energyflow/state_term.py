@@ -549,18 +549,26 @@ def manifest_block(reading: StateEnergyReading, cfg: StateTermConfig, train_rec:
 
 
 def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, val_fraction: float = 0.1,
-                   split_seed: int = 0, log_every: int = 0) -> Tuple[StateEnergyReading, Dict[str, Any],
-                                                                     Dict[str, Any], np.ndarray]:
+                   split_seed: int = 0, log_every: int = 0,
+                   rollouts: Sequence = ()) -> Tuple[StateEnergyReading, Dict[str, Any], Dict[str, Any], np.ndarray]:
     """Train g on every step of the training demos, fit the reading on every
     step of the held-out ones (split by demo as the toolkit's ``split_demos``).
-    Returns the reading, the ``train`` record, the held-out ``calibration``
-    and the held-out state energies."""
+    ``rollouts`` (the policy's own successful episodes, :func:`energyflow.data.load_rollouts`)
+    are split the same way on their own, so the held-out steps the reading
+    and the calibration are fitted on hold fresh rollouts in the same
+    proportion as the training steps. Returns the reading, the ``train``
+    record, the held-out ``calibration`` and the held-out state energies."""
     from .data import split_demos
 
     train_demos, held = split_demos(demos, val_fraction, split_seed)
     if not held:
         raise StateTermError(f"no held-out demos with --val-fraction {val_fraction} of {len(demos)} demos: "
                              "the reading's mean/std need held-out steps")
+    n_demos = (len(train_demos), len(held))
+    if rollouts:
+        r_train, r_held = split_demos(rollouts, val_fraction, split_seed)
+        train_demos, held = train_demos + r_train, held + r_held
+    n_rollouts = (len(train_demos) - n_demos[0], len(held) - n_demos[1])
     tr, _ = step_conds(train_demos, man)
     va, _ = step_conds(held, man)
     net, rec = train_state_term(tr, cfg, va, log_every=log_every)
@@ -576,8 +584,11 @@ def fit_state_term(man: Dict[str, Any], demos: Sequence, cfg: StateTermConfig, v
     scores = read(reading, va)
     train_rec = {"steps": cfg.steps, "seed": cfg.seed, "batch_size": cfg.batch_size, "lr": cfg.lr,
                  "weight_decay": cfg.weight_decay, "val_fraction": val_fraction, "split_seed": split_seed,
-                 "demos": len(train_demos), "samples": int(len(tr)), "held_out_demos": len(held),
+                 "demos": n_demos[0], "samples": int(len(tr)), "held_out_demos": n_demos[1],
                  "held_out_samples": int(len(va)), **rec}
+    if rollouts:
+        train_rec["rollouts"] = n_rollouts[0]
+        train_rec["held_out_rollouts"] = n_rollouts[1]
     return reading, train_rec, score_calibration(scores), scores
 
 
@@ -593,13 +604,15 @@ def _check_data(man: Dict[str, Any], demos: Sequence, bundle: Path, data: Path) 
 
 
 def state_term_bundle(bundle: str | Path, data: str | Path, cfg: StateTermConfig, val_fraction: float = 0.1,
-                      split_seed: int = 0, log_every: int = 0) -> Dict[str, Any]:
+                      split_seed: int = 0, log_every: int = 0,
+                      rollouts: Sequence[str | Path] = ()) -> Dict[str, Any]:
     """Train g for an existing bundle (energyflow or diffusion), write
     ``state_energy.onnx`` into it and the ``state_energy`` block into its
-    manifest (other content kept, ``files`` hashes rewritten). Nothing is
-    changed when any step fails."""
+    manifest (other content kept, ``files`` hashes rewritten). ``rollouts``
+    are ``scripts/rollouts.sh`` directories whose successful episodes join
+    the demonstrations. Nothing is changed when any step fails."""
     from .bundle import BundleError, read_manifest, write_manifest
-    from .data import DataError, load_hdf5
+    from .data import DataError, load_hdf5, load_rollouts
 
     bundle, data = Path(bundle), Path(data)
     try:
@@ -615,7 +628,20 @@ def state_term_bundle(bundle: str | Path, data: str | Path, cfg: StateTermConfig
     except DataError as e:
         raise StateTermError(str(e)) from e
     _check_data(man, demos, bundle, data)
-    reading, train_rec, cal, _ = fit_state_term(man, demos, cfg, val_fraction, split_seed, log_every)
+    own: List = []
+    if rollouts:
+        try:
+            own, counts = load_rollouts(rollouts, [o["name"] for o in man["obs"]])
+        except DataError as e:
+            raise StateTermError(str(e)) from e
+        if not own:
+            raise StateTermError(f"no successful rollouts in {', '.join(map(str, rollouts))} "
+                                 f"({counts['episodes']} episodes): nothing of the policy's own to learn")
+        _check_data(man, own, bundle, Path(rollouts[0]))
+    reading, train_rec, cal, _ = fit_state_term(man, demos, cfg, val_fraction, split_seed, log_every, own)
+    if rollouts:
+        train_rec["rollout_sources"] = [str(Path(r)) for r in rollouts]
+        train_rec["rollout_episodes"] = counts["episodes"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp_graph = Path(tmp) / GRAPH_FILE
         check = export_state_energy(reading, tmp_graph)
@@ -637,7 +663,7 @@ def state_term_main(args) -> int:
                           rnd_steps=args.rnd_steps)
     try:
         block = state_term_bundle(args.bundle, args.data, cfg, args.val_fraction, args.split_seed,
-                                  log_every=0 if args.quiet else 1000)
+                                  log_every=0 if args.quiet else 1000, rollouts=args.rollouts or ())
     except StateTermError as e:
         print(f"state-term: {e}", file=sys.stderr)
         return 2

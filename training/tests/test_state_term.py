@@ -321,3 +321,49 @@ def test_fixtures_with_a_state_term(tmp_path, capsys):
     assert {"actions", "energy", "centered_reward"} <= set(cases[0])
     # diffusion fixtures take no state term
     assert cli.main(["fixtures", "--out", str(tmp_path / "d"), "--policy", "diffusion", "--state-term"]) == 2
+
+
+# ---------------------------------------------------------------------------
+# the policy's own rollouts (scripts/rollouts.sh directories)
+def _rollout_dir(root: Path, name: str, outcomes, seed0: int = 500) -> Path:
+    """A sim eval --record/--json directory: one recording per episode, the summary saying which succeeded."""
+    d = root / name
+    d.mkdir()
+    results = []
+    for i, ok in enumerate(outcomes):
+        seed = seed0 + i
+        ep = d / f"toy_{seed}"
+        ep.mkdir()
+        (demo,) = curve_demos(n=1, L=30, seed=seed)
+        write_hdf5(ep / "episode-1.hdf5", [demo], env="toy-env")
+        results.append({"episode": i, "seed": seed, "success": ok})
+    (d / "summary.json").write_text(json.dumps({"task": "toy", "results": results}))
+    return d
+
+
+def test_cli_rollouts_join_the_demonstrations(tiny_bundle, data_file, tmp_path, capsys):
+    d0 = _rollout_dir(tmp_path, "d0", [True, True, False, True])
+    d2 = _rollout_dir(tmp_path, "d2", [True, False, True, True], seed0=600)
+    b = tmp_path / "b"
+    shutil.copytree(tiny_bundle, b)
+    assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS,
+                     "--rollouts", str(d0), str(d2)]) == 0
+    tr = read_manifest(b, verify=True)["state_energy"]["train"]
+    # 6 of 8 succeeded: split 0.25 by episode as the demos are (9 + 3 demos)
+    assert (tr["demos"], tr["held_out_demos"]) == (9, 3)
+    assert (tr["rollouts"], tr["held_out_rollouts"]) == (4, 2) and tr["rollout_episodes"] == 8
+    assert tr["samples"] == 9 * 40 + 4 * 30 and tr["held_out_samples"] == 3 * 40 + 2 * 30
+    assert tr["rollout_sources"] == [str(d0), str(d2)]
+    capsys.readouterr()
+    # no successful rollout, a missing summary, a successful episode without its recording: one line each
+    none = _rollout_dir(tmp_path, "none", [False, False], seed0=700)
+    err = _one_line_error(capsys, ["state-term", "--bundle", str(b), "--data", str(data_file), "--rollouts", str(none)])
+    assert "no successful rollouts" in err and "2 episodes" in err
+    (tmp_path / "bare").mkdir()
+    err = _one_line_error(capsys, ["state-term", "--bundle", str(b), "--data", str(data_file),
+                                   "--rollouts", str(tmp_path / "bare")])
+    assert "summary.json" in err and "scripts/rollouts.sh" in err
+    lost = _rollout_dir(tmp_path, "lost", [True], seed0=800)
+    shutil.rmtree(lost / "toy_800")
+    err = _one_line_error(capsys, ["state-term", "--bundle", str(b), "--data", str(data_file), "--rollouts", str(lost)])
+    assert "toy_800" in err and "no recording" in err

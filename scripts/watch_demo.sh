@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The demo as a person watches it: runs `energyflow sim --task TASK` at
+# level 0 (10 Hz, its defaults) with its live view open in headless
+# Chromium on the same machine for MINUTES (telemetry/browsertest/watch.mjs),
+# optionally beside BUSY busy loops at normal priority, then counts from the
+# demo's log the episodes that ended, how many succeeded, and every stop,
+# with Wilson 95 % intervals. With --level-check it then uses the page's
+# Episode panel as an operator would: a new episode at level L (the stop must
+# trip), then one at level 0 (the arm must move again within 5 s).
+#
+#   scripts/watch_demo.sh [--task T] [--minutes M] [--busy N] [--level-check]
+#                         [--out DIR] [-- extra energyflow sim flags]
+#
+# Defaults: --task button-press --minutes 30 --busy 0, --out build/watch/TASK.
+# Writes DIR/sim.{out,err}, DIR/browser.{out,err}, DIR/summary.json and
+# prints the summary. Exits 1 with a one-line error when a step fails.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+task=button-press; minutes=30; busy=0; check=0; out=""; extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --task) task=$2; shift 2 ;;
+    --minutes) minutes=$2; shift 2 ;;
+    --busy) busy=$2; shift 2 ;;
+    --level-check) check=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "watch_demo.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+out=${out:-build/watch/$task}
+die() { echo "watch_demo.sh: $*" >&2; exit 1; }
+[ -d telemetry/browsertest/node_modules/playwright-core ] || die "playwright-core missing (run scripts/deps.sh)"
+bin=${ENERGYFLOW_BIN:-./bin/energyflow}
+[ -x "$bin" ] || make --no-print-directory build >/dev/null
+mkdir -p "$out"
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+for _ in $(seq "$busy"); do
+  setsid bash -c 'while :; do :; done' & pids+=($!)
+done
+watch_s=$((minutes * 60))
+setsid "$bin" sim --task "$task" --listen 127.0.0.1:0 --duration "$((watch_s + 120))s" "${extra[@]}" \
+  >"$out/sim.out" 2>"$out/sim.err" &
+demo=$!; pids+=("$demo")
+url=""
+for _ in $(seq 120); do
+  url=$(sed -n 's|^live view: \(http://[^ ]*\)$|\1|p' "$out/sim.out" | head -n 1)
+  [ -n "$url" ] && break
+  kill -0 "$demo" 2>/dev/null || die "the demo exited: $(tail -n 1 "$out/sim.err")"
+  sleep 0.5
+done
+[ -n "$url" ] || die "the demo printed no live view URL within 60 s"
+started=$(date -u +%Y-%m-%dT%H:%M:%S)
+EF_URL=${url%%#*} EF_TOKEN=${url#*#token=} EF_WATCH_MS=$((watch_s * 1000)) EF_LEVEL_CHECK=$check \
+EF_SCREENSHOT="$out/end.png" node telemetry/browsertest/watch.mjs >"$out/browser.out" 2>"$out/browser.err" \
+  || die "$(grep -m1 '^FAIL: ' "$out/browser.err" || tail -n 1 "$out/browser.err") (see $out/browser.err)"
+kill -INT "$demo" 2>/dev/null || true
+wait "$demo" 2>/dev/null || true
+.venv/bin/python - "$out" "$task" "$minutes" "$busy" "$started" <<'PY'
+import json, math, re, sys
+out, task, minutes, busy, started = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+browser = json.loads(next(l[7:] for l in open(f"{out}/browser.out") if l.startswith("RESULT ")))
+check_at = browser.get("check_started_at")
+def wilson(k, n, z=1.96):
+    if n == 0:
+        return [0.0, 1.0]
+    p = k / n; d = 1 + z * z / n; c = p + z * z / (2 * n); h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return [round((c - h) / d, 3), round((c + h) / d, 3)]
+kv = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+episodes, stops, refused = [], [], 0
+watch_end = None
+for line in open(f"{out}/sim.err"):
+    f = {k: v.strip('"') for k, v in kv.findall(line)}
+    if f.get("msg") == "demo: episode ended" and f.get("level") == "0":
+        episodes.append(f["success"] == "true")
+    elif f.get("msg") == "safety: stop" and f.get("reason") != "operator":
+        stops.append({"time": f["time"], "tick": int(f["tick"]), "reason": f["reason"], "message": f.get("message", "")})
+watched = [s for s in stops if not check_at or s["time"] < check_at]
+n, k = len(episodes), sum(episodes)
+summary = {"task": task, "minutes": minutes, "busy_loops": busy, "viewer": browser,
+           "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": wilson(k, n),
+           "stops_while_watched": len(watched), "stops": stops}
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
+print(f"{task}: {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "
+      f"{k}/{n} level-0 episodes succeeded {summary['success_ci95']}, {len(watched)} stops while watched at level 0")
+for s in stops:
+    when = "level check" if s not in watched else "watched"
+    print(f"  stop ({when}) at tick {s['tick']} ({s['time']}): {s['reason']}: {s['message'][:140]}")
+for key in ("level_L", "level_0_again"):
+    if key in browser:
+        print(f"  {key}: {json.dumps(browser[key])}")
+PY
