@@ -5,13 +5,18 @@ import "time"
 // Chunk is an action sequence predicted from one observation, with each
 // action stamped with the time it is meant for (latency compensation as in
 // Diffusion Policy's real-robot loop: action i of the executed window is due
-// at obsTime + i·period).
+// at obsTime + i·period). Past the executed window it may hold the rest of
+// the prediction, its tail: a bridge executed only while the next plan is
+// late, as Diffusion Policy's real-robot loop bridges with the previous
+// plan's later actions instead of stopping the arm.
 type Chunk struct {
 	dim     int
 	actions []float64   // n × dim, un-standardized
 	due     []time.Time // n
 	n       int
+	win     int // the executed window: actions [0, win); the tail is [win, n)
 	next    int // first action not yet executed or dropped
+	bridged int // tail actions executed since the chunk was filled
 	// ObsTime is the capture time of the observation the chunk was sampled from.
 	ObsTime time.Time
 	// Seq numbers chunks in the order they were committed.
@@ -27,19 +32,16 @@ func NewChunk(maxActions, dim int) *Chunk {
 // Fill loads a chunk from the policy's prediction. pred holds predHorizon×dim
 // un-standardized actions; the executed window starts at index start
 // (T_o−1: the action aligned with the newest observation) and is at most
-// count long. Action start+i is due at obsTime + i·period.
-func (c *Chunk) Fill(pred []float32, start, count int, obsTime time.Time, period time.Duration, seq int64) {
+// count long, followed by at most tail more actions of the prediction (the
+// bridge; 0: none, the arm holds when the window runs out). Action start+i
+// is due at obsTime + i·period.
+func (c *Chunk) Fill(pred []float32, start, count, tail int, obsTime time.Time, period time.Duration, seq int64) {
 	maxN := len(c.due)
-	if count > maxN {
-		count = maxN
-	}
 	total := len(pred) / c.dim
-	if start+count > total {
-		count = total - start
-	}
-	if count < 0 {
-		count = 0
-	}
+	count = max(0, min(count, maxN, total-start))
+	n := max(count, min(count+max(tail, 0), maxN, total-start))
+	c.win = count
+	count = n
 	for i := 0; i < count; i++ {
 		src := pred[(start+i)*c.dim : (start+i+1)*c.dim]
 		dst := c.actions[i*c.dim : (i+1)*c.dim]
@@ -48,15 +50,19 @@ func (c *Chunk) Fill(pred []float32, start, count int, obsTime time.Time, period
 		}
 		c.due[i] = obsTime.Add(time.Duration(i) * period)
 	}
-	c.n, c.next, c.ObsTime, c.Seq = count, 0, obsTime, seq
+	c.n, c.next, c.bridged, c.ObsTime, c.Seq = count, 0, 0, obsTime, seq
 }
 
 // Clear drops every remaining action (a new episode: the plan belongs to
 // the previous scene).
-func (c *Chunk) Clear() { c.n, c.next = 0, 0 }
+func (c *Chunk) Clear() { c.n, c.win, c.next, c.bridged = 0, 0, 0, 0 }
 
-// Len returns how many actions remain to be executed.
-func (c *Chunk) Len() int { return c.n - c.next }
+// Len returns how many actions of the executed window remain: the loop
+// replans on it; the tail does not count.
+func (c *Chunk) Len() int { return max(0, c.win-c.next) }
+
+// Bridged returns how many tail actions have been executed since Fill.
+func (c *Chunk) Bridged() int { return c.bridged }
 
 // Take returns the action to execute at time now. Actions whose due time is
 // more than half a period in the past are dropped (counted in dropped); the
@@ -78,11 +84,14 @@ func (c *Chunk) Take(now time.Time, period time.Duration) (action []float64, dro
 			return nil, dropped, false
 		}
 		c.next++
+		if i >= c.win {
+			c.bridged++
+		}
 		return c.actions[i*c.dim : (i+1)*c.dim], dropped, true
 	}
 	return nil, dropped, false
 }
 
-// Remaining returns the not-yet-executed actions as a flat slice (owned by the
-// chunk), for re-scoring the committed plan.
+// Remaining returns the not-yet-executed actions, tail included, as a flat
+// slice (owned by the chunk).
 func (c *Chunk) Remaining() []float64 { return c.actions[c.next*c.dim : c.n*c.dim] }

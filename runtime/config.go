@@ -65,6 +65,12 @@ type TelemetryConfig struct {
 	telemetry.Config `yaml:",inline"`
 }
 
+// The values of loop.bridge.
+const (
+	BridgeTail = "tail" // execute the committed prediction's tail while the next plan is late
+	BridgeHold = "hold" // hold at zero velocity while the next plan is late
+)
+
 // LoopConfig is the control loop.
 type LoopConfig struct {
 	RateHz float64 `yaml:"rate_hz"` // control rate (default 10)
@@ -86,6 +92,14 @@ type LoopConfig struct {
 	// the calibration's recorded p90 + PlanLateMargin, or no limit when it
 	// records none; negative: no limit.
 	PlanLateLimit float64 `yaml:"plan_late_limit"`
+	// Bridge is what the arm does when the committed window runs out
+	// before the next plan lands: "tail" (default) executes the rest of the
+	// committed prediction (its actions past T_a, as Diffusion Policy's
+	// real-robot loop does) until the plan lands or the prediction ends,
+	// then holds; "hold" holds at zero velocity at once. A hold is a stop
+	// and a restart the demonstrations never show, which the state term's
+	// transition component reads as motion the arm did not make.
+	Bridge string `yaml:"bridge"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
@@ -114,7 +128,7 @@ func DefaultConfig() Config {
 		Policy:    PolicyConfig{Backend: "ort"},
 		Safety:    safety.DefaultConfig(),
 		Telemetry: TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
-		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2},
+		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2, Bridge: BridgeTail},
 		Recording: RecordingConfig{Dir: "~/.local/share/energyflow/recordings", MaxSteps: 1000},
 		Log:       LogConfig{Level: "info", Format: "text"},
 	}
@@ -216,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.Loop.PlanLateLimit) || math.IsInf(c.Loop.PlanLateLimit, 0) {
 		add("loop", fmt.Errorf("plan_late_limit: %v is not a number of periods", c.Loop.PlanLateLimit))
+	}
+	if c.Loop.Bridge != BridgeTail && c.Loop.Bridge != BridgeHold {
+		add("loop", fmt.Errorf("bridge: %q: want %q or %q", c.Loop.Bridge, BridgeTail, BridgeHold))
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

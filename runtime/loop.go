@@ -94,6 +94,7 @@ type LoopStats struct {
 	ScoreLate      int64 // ticks whose re-score missed score_wait
 	ArmErrors      int64
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
+	Bridged        int64 // ticks that executed the committed prediction's tail while the next plan was late (loop.bridge)
 	CondErrors     int64 // replans skipped: no observation (no usable camera frame)
 	// LatePlans counts plans that finished while the p90 of the recent
 	// plans' latency was past loop.plan_late_limit, and LateSpells how
@@ -106,7 +107,7 @@ type LoopStats struct {
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
 	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
-	latePlans, lateSpells                                                                                     atomic.Int64
+	latePlans, lateSpells, bridged                                                                            atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -132,6 +133,7 @@ type Loop struct {
 	lastGrip    float64
 	start       int           // index of the first executed action in a prediction (T_o−1)
 	ta          int           // actions executed per chunk
+	tail        int           // actions of the prediction past the window that bridge a late plan (loop.bridge)
 	margin      int           // configured replan margin (actions)
 	latEWMA     time.Duration // smoothed inference latency; 0 before the first chunk
 	late        *planLateness // how late recent plans land against loop.plan_late_limit
@@ -244,7 +246,10 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	l.margin = d.Config.Loop.ReplanMargin
 	limit, src := planLateLimit(d.Config, m)
 	l.late, l.lateSource = newPlanLateness(l.period, limit), src
-	l.chunk = NewChunk(l.ta, l.dim)
+	l.chunk = NewChunk(l.tp-l.start, l.dim)
+	if d.Config.Loop.Bridge != BridgeHold {
+		l.tail = l.tp - l.start - l.ta
+	}
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
 	if d.Scorer != nil {
@@ -274,7 +279,7 @@ func (l *Loop) Stats() LoopStats {
 	c := &l.stats
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
 		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
-		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(),
+		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(), Bridged: c.bridged.Load(),
 		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load()}
 }
 
@@ -503,7 +508,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			l.seq++
 			copy(l.pred, j.res.Actions)
 			l.predTime, l.havePred = j.obsTime, true
-			l.chunk.Fill(j.res.Actions, l.start, l.ta, j.obsTime, l.period, l.seq)
+			l.chunk.Fill(j.res.Actions, l.start, l.ta, l.tail, j.obsTime, l.period, l.seq)
 			l.stats.chunks.Add(1)
 		}
 	}
@@ -544,7 +549,11 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 
 	// 5. The action due now (latency compensation drops stale ones).
+	bridgedBefore := l.chunk.Bridged()
 	act, dropped, ok := l.chunk.Take(now, l.period)
+	if l.chunk.Bridged() > bridgedBefore {
+		l.stats.bridged.Add(1)
+	}
 	if dropped > 0 {
 		l.stats.dropped.Add(int64(dropped))
 	}

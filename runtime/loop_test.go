@@ -131,6 +131,7 @@ type harnessOptions struct {
 	// each plan takes on the fake clock.
 	planLateLimit float64
 	latency       func() time.Duration
+	bridge        string // loop.bridge ("": the default)
 }
 
 // loopHarness drives a Loop tick by tick on a fake clock, with a fake arm
@@ -162,6 +163,9 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	cfg.Camera.Enabled = false
 	cfg.Loop.ScoreWait = 5 * time.Second // a fake re-score lands within its own tick
 	cfg.Loop.PlanLateLimit = o.planLateLimit
+	if o.bridge != "" {
+		cfg.Loop.Bridge = o.bridge
+	}
 	huge := 1e9
 	if o.threshold != 0 {
 		huge = o.threshold
@@ -673,5 +677,36 @@ func TestLoopNewEpisode(t *testing.T) {
 	h.step()
 	if h.l.switching != nil {
 		t.Error("the abandoned switch still holds the arm")
+	}
+}
+
+// A plan later than the committed window: with loop.bridge tail the arm
+// goes on with the committed prediction's tail and holds only once it ends
+// too; with hold it holds at once.
+func TestLoopBridgesALatePlan(t *testing.T) {
+	for _, tt := range []struct {
+		bridge      string
+		wantBridged bool
+	}{{BridgeTail, true}, {BridgeHold, false}} {
+		t.Run(tt.bridge, func(t *testing.T) {
+			var latency atomic.Int64
+			h := newLoopHarness(t, harnessOptions{bundle: testBundle(t), bridge: tt.bridge,
+				latency: func() time.Duration { return time.Duration(latency.Load()) }})
+			h.armGate(t)
+			latency.Store(int64(10 * h.l.period)) // the window (T_a = 8, replanned 2 early) runs out
+			for range 120 {
+				h.step()
+			}
+			st := h.l.Stats()
+			if (st.Bridged > 0) != tt.wantBridged {
+				t.Errorf("bridged %d ticks, idle %d; want bridging %v", st.Bridged, st.IdleTicks, tt.wantBridged)
+			}
+			if tt.wantBridged && st.IdleTicks >= st.Bridged {
+				t.Errorf("idle %d ticks against %d bridged: the tail should cover most of a 10-period plan", st.IdleTicks, st.Bridged)
+			}
+			if !tt.wantBridged && st.IdleTicks == 0 {
+				t.Error("no hold with loop.bridge hold and plans later than the window")
+			}
+		})
 	}
 }

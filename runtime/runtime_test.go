@@ -110,7 +110,7 @@ func TestChunkLatencyCompensation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewChunk(8, 2)
-			c.Fill(pred, 1, 8, obs, period, 1)
+			c.Fill(pred, 1, 8, 0, obs, period, 1)
 			a, dropped, ok := c.Take(tt.now, period)
 			if !ok || a[0] != tt.wantFirst || a[1] != -tt.wantFirst || dropped != tt.wantDropped {
 				t.Fatalf("got %v dropped %d ok %v; want first %v dropped %d", a, dropped, ok, tt.wantFirst, tt.wantDropped)
@@ -127,7 +127,7 @@ func TestChunkExhaustsAndDoesNotRunAhead(t *testing.T) {
 		pred[i] = float32(i)
 	}
 	c := NewChunk(8, 1)
-	c.Fill(pred, 1, 8, obs, period, 1)
+	c.Fill(pred, 1, 8, 0, obs, period, 1)
 	if _, _, ok := c.Take(obs.Add(-time.Second), period); ok {
 		t.Fatal("executed an action that is not due yet")
 	}
@@ -142,12 +142,52 @@ func TestChunkExhaustsAndDoesNotRunAhead(t *testing.T) {
 	}
 }
 
+// The tail past the executed window bridges a late plan: Len counts the
+// window only (the loop replans on it), Take goes on into the tail, on
+// schedule, counting it, and the arm holds only when the tail ends too.
+func TestChunkTailBridgesALatePlan(t *testing.T) {
+	period := 100 * time.Millisecond
+	obs := time.Unix(50, 0)
+	pred := make([]float32, 16)
+	for i := range pred {
+		pred[i] = float32(i)
+	}
+	c := NewChunk(15, 1)
+	c.Fill(pred, 1, 8, 7, obs, period, 1)
+	for i := 0; i < 8; i++ {
+		if c.Len() != 8-i {
+			t.Fatalf("step %d: Len %d, want %d window actions left", i, c.Len(), 8-i)
+		}
+		c.Take(obs.Add(time.Duration(i)*period), period)
+	}
+	if c.Len() != 0 || c.Bridged() != 0 {
+		t.Fatalf("window done: Len %d, bridged %d; want 0, 0", c.Len(), c.Bridged())
+	}
+	for i := 8; i < 15; i++ {
+		a, _, ok := c.Take(obs.Add(time.Duration(i)*period), period)
+		if !ok || a[0] != float64(i+1) {
+			t.Fatalf("bridge step %d: %v %v, want prediction %d", i, a, ok, i+1)
+		}
+	}
+	if c.Bridged() != 7 {
+		t.Errorf("bridged %d, want 7", c.Bridged())
+	}
+	if _, _, ok := c.Take(obs.Add(15*period), period); ok {
+		t.Error("executed past the prediction's end")
+	}
+	// A tail longer than the prediction is cut at its end; Fill resets the count.
+	c.Fill(pred, 1, 8, 100, obs, period, 2)
+	if c.n != 15 || c.Bridged() != 0 || c.Len() != 8 {
+		t.Errorf("refill: %d actions, bridged %d, Len %d; want 15, 0, 8", c.n, c.Bridged(), c.Len())
+	}
+}
+
 func TestChunkFillAllocatesNothing(t *testing.T) {
 	pred := make([]float32, 32)
 	c := NewChunk(8, 2)
 	now := time.Unix(0, 0)
 	allocs := testing.AllocsPerRun(100, func() {
-		c.Fill(pred, 1, 8, now, time.Millisecond, 1)
+		c.Fill(pred, 1, 8, 0, now, time.Millisecond, 1)
 		c.Take(now, time.Millisecond)
 	})
 	if allocs != 0 {
