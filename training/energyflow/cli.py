@@ -371,6 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the policy's own level-0 rollouts through the runtime (scripts/rollouts.sh "
                          "directories: DIR/summary.json + recordings); their successful episodes join the "
                          "demonstrations, split into training and held-out the same way")
+    se.add_argument("--rollout-max-factor", type=float, default=2.0,
+                    help="leave out rollouts that succeeded only after this many times the longest "
+                         "demonstration's length (2): a policy that wandered first is not doing what it does "
+                         "when all is well")
     se.add_argument("--steps", type=int, default=4000, help="training steps (4000)")
     se.add_argument("--sigmas", type=int, default=8, help="number of log-spaced noise levels (8)")
     se.add_argument("--sigma-min", type=float, default=0.05)

@@ -141,19 +141,23 @@ def load_hdf5(path: str | Path, obs_keys: Sequence[str], image_keys: Sequence[st
     return demos, info
 
 
-def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str]) -> Tuple[List[Demo], Dict[str, int]]:
+def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
+                  max_success_step: Optional[int] = None) -> Tuple[List[Demo], Dict[str, int]]:
     """The successful episodes of ``energyflow sim eval --record DIR --json DIR/summary.json``
     runs (``scripts/rollouts.sh``), as demos: for each DIR, the episodes its
     ``summary.json`` marks successful, read from ``DIR/<task>_<seed>/*.hdf5``
     (the runtime's recordings, this module's layout). Failed, stopped and
     truncated episodes are left out: they are not what the policy does when
-    all is well. Returns the demos (named ``<dir>/<task>_<seed>``) and
-    counts ``{"episodes", "successes", "files"}``. Raises :class:`DataError`
-    naming the directory or file."""
+    all is well; so are, with ``max_success_step``, episodes that succeeded
+    only after that many steps (a policy that wandered for hundreds of steps
+    before it pressed the button did not do what it does when all is well
+    either). Returns the demos (named ``<dir>/<task>_<seed>``) and counts
+    ``{"episodes", "successes", "late_successes", "files"}``. Raises
+    :class:`DataError` naming the directory or file."""
     import json
 
     demos: List[Demo] = []
-    counts = {"episodes": 0, "successes": 0, "files": 0}
+    counts = {"episodes": 0, "successes": 0, "late_successes": 0, "files": 0}
     for d in dirs:
         d = Path(d)
         summary = d / "summary.json"
@@ -167,6 +171,9 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str]) -> Tuple[
         for r in s.get("results", []):
             counts["episodes"] += 1
             if not r.get("success"):
+                continue
+            if max_success_step is not None and (r.get("success_step") or 0) > max_success_step:
+                counts["late_successes"] += 1
                 continue
             ep = d / f"{task}_{r['seed']}"
             files = sorted(ep.glob("*.hdf5"))

@@ -605,12 +605,14 @@ def _check_data(man: Dict[str, Any], demos: Sequence, bundle: Path, data: Path) 
 
 def state_term_bundle(bundle: str | Path, data: str | Path, cfg: StateTermConfig, val_fraction: float = 0.1,
                       split_seed: int = 0, log_every: int = 0,
-                      rollouts: Sequence[str | Path] = ()) -> Dict[str, Any]:
+                      rollouts: Sequence[str | Path] = (), rollout_max_factor: float = 2.0) -> Dict[str, Any]:
     """Train g for an existing bundle (energyflow or diffusion), write
     ``state_energy.onnx`` into it and the ``state_energy`` block into its
     manifest (other content kept, ``files`` hashes rewritten). ``rollouts``
     are ``scripts/rollouts.sh`` directories whose successful episodes join
-    the demonstrations. Nothing is changed when any step fails."""
+    the demonstrations, those that succeeded within ``rollout_max_factor``
+    times the longest demonstration's length. Nothing is changed when any
+    step fails."""
     from .bundle import BundleError, read_manifest, write_manifest
     from .data import DataError, load_hdf5, load_rollouts
 
@@ -631,7 +633,9 @@ def state_term_bundle(bundle: str | Path, data: str | Path, cfg: StateTermConfig
     own: List = []
     if rollouts:
         try:
-            own, counts = load_rollouts(rollouts, [o["name"] for o in man["obs"]])
+            longest = max(d.length for d in demos)
+            max_step = int(rollout_max_factor * longest)
+            own, counts = load_rollouts(rollouts, [o["name"] for o in man["obs"]], max_step)
         except DataError as e:
             raise StateTermError(str(e)) from e
         if not own:
@@ -642,6 +646,8 @@ def state_term_bundle(bundle: str | Path, data: str | Path, cfg: StateTermConfig
     if rollouts:
         train_rec["rollout_sources"] = [str(Path(r)) for r in rollouts]
         train_rec["rollout_episodes"] = counts["episodes"]
+        train_rec["rollout_successes"] = counts["successes"]
+        train_rec["rollout_late_successes"] = {"left_out": counts["late_successes"], "after_step": max_step}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_graph = Path(tmp) / GRAPH_FILE
         check = export_state_energy(reading, tmp_graph)
@@ -663,7 +669,8 @@ def state_term_main(args) -> int:
                           rnd_steps=args.rnd_steps)
     try:
         block = state_term_bundle(args.bundle, args.data, cfg, args.val_fraction, args.split_seed,
-                                  log_every=0 if args.quiet else 1000, rollouts=args.rollouts or ())
+                                  log_every=0 if args.quiet else 1000, rollouts=args.rollouts or (),
+                                  rollout_max_factor=args.rollout_max_factor)
     except StateTermError as e:
         print(f"state-term: {e}", file=sys.stderr)
         return 2

@@ -325,8 +325,9 @@ def test_fixtures_with_a_state_term(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------
 # the policy's own rollouts (scripts/rollouts.sh directories)
-def _rollout_dir(root: Path, name: str, outcomes, seed0: int = 500) -> Path:
-    """A sim eval --record/--json directory: one recording per episode, the summary saying which succeeded."""
+def _rollout_dir(root: Path, name: str, outcomes, seed0: int = 500, success_step: int = 25) -> Path:
+    """A sim eval --record/--json directory: one recording per episode, the summary saying which succeeded
+    (at success_step)."""
     d = root / name
     d.mkdir()
     results = []
@@ -336,7 +337,7 @@ def _rollout_dir(root: Path, name: str, outcomes, seed0: int = 500) -> Path:
         ep.mkdir()
         (demo,) = curve_demos(n=1, L=30, seed=seed)
         write_hdf5(ep / "episode-1.hdf5", [demo], env="toy-env")
-        results.append({"episode": i, "seed": seed, "success": ok})
+        results.append({"episode": i, "seed": seed, "success": ok, "success_step": success_step if ok else None})
     (d / "summary.json").write_text(json.dumps({"task": "toy", "results": results}))
     return d
 
@@ -354,6 +355,13 @@ def test_cli_rollouts_join_the_demonstrations(tiny_bundle, data_file, tmp_path, 
     assert (tr["rollouts"], tr["held_out_rollouts"]) == (4, 2) and tr["rollout_episodes"] == 8
     assert tr["samples"] == 9 * 40 + 4 * 30 and tr["held_out_samples"] == 3 * 40 + 2 * 30
     assert tr["rollout_sources"] == [str(d0), str(d2)]
+    assert tr["rollout_late_successes"] == {"left_out": 0, "after_step": 80}   # 2 × the longest demo (40)
+    # a success after 2 × the longest demonstration is left out: the policy wandered first
+    late = _rollout_dir(tmp_path, "late", [True, True], seed0=900, success_step=81)
+    assert cli.main(["state-term", "--bundle", str(b), "--data", str(data_file), *ST_FLAGS,
+                     "--rollouts", str(d0), str(late)]) == 0
+    tr = read_manifest(b)["state_energy"]["train"]
+    assert tr["rollouts"] + tr["held_out_rollouts"] == 3 and tr["rollout_late_successes"]["left_out"] == 2
     capsys.readouterr()
     # no successful rollout, a missing summary, a successful episode without its recording: one line each
     none = _rollout_dir(tmp_path, "none", [False, False], seed0=700)
