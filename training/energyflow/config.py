@@ -41,7 +41,7 @@ POLICY_KINDS = ("energyflow", "diffusion")
 #: EnergyFlow energy heads (``--energy-head``): ``pooled`` = the paper's
 #: time-pooled, spectrally normalised MLP read-out (:class:`energyflow.model.EnergyUNet`);
 #: ``denoiser`` = E = 1/2 |c_in a - F(c_in a; s, c_noise)/sigma|^2 over the
-#: Diffusion Policy network F (:class:`energyflow.model.DenoiserEnergy`, docs/design energy.md §3).
+#: Diffusion Policy network F (:class:`energyflow.model.DenoiserEnergy`, training/README.md, "Energy heads and noise levels").
 ENERGY_HEADS = ("pooled", "denoiser")
 #: the head of a new model when nothing says otherwise (switching it is this one line):
 #: the denoiser head, chosen by measurement (docs/evaluation.md, "The energy head")

@@ -1,4 +1,4 @@
-"""Distilling the energy from a trained Diffusion Policy (energy.md §3's next candidate).
+"""Distilling the energy from a trained Diffusion Policy (training/README.md, "Distilling the energy from a Diffusion Policy").
 
 With ``--teacher CKPT`` the EnergyFlow loss keeps its form,
 w(sigma) |sigma (-dE/da) + target|^2, but ``target`` is the teacher's noise

@@ -1,4 +1,4 @@
-"""EnergyFlow energy networks E(a_t, cond, t) (paper appendix C; docs/design energy.md §3).
+"""EnergyFlow energy networks E(a_t, cond, t) (paper appendix C; training/README.md, "Energy heads and noise levels").
 
 Two energy heads on the same Diffusion-Policy style 1D temporal conditional
 U-Net trunk (:class:`UNetBackbone`: time/state conditioning, down/mid/up
@@ -537,7 +537,7 @@ class EnergyUNet(UNetBackbone):
 
 
 # --------------------------------------------------------------------------
-# the denoiser energy head (docs/design energy.md §3)
+# the denoiser energy head (training/README.md, "Energy heads and noise levels")
 # --------------------------------------------------------------------------
 class VectorUNet(UNetBackbone):
     """F(x; s, c_noise): the Diffusion Policy network (trunk + ``Conv1d(C0, D_a, 1)``).

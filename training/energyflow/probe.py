@@ -1,4 +1,4 @@
-"""Conditioning probe: how much the policy's action follows its observation (docs/design energy.md §1, §5).
+"""Conditioning probe: how much the policy's action follows its observation (training/README.md, "Conditioning probe").
 
 At real start states (the first frame of held-out demonstrations, repeated
 over the T_o history steps as training and the runtime pad an episode's

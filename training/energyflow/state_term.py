@@ -1,5 +1,5 @@
 """The state term g_φ(s, σ): an alarm score that is high for an unseen state
-(shared/design energy.md §4).
+(training/README.md, "State term"; docs/safety.md).
 
 g is a small scalar network on the bundle's conditioning vector ``cond``
 (the standardized observation history the policy graph is fed), trained by
@@ -10,7 +10,7 @@ the score of the demonstrations' state distribution at each noise level σ::
 
 f is an MLP (SiLU) whose last layer starts at zero, so at initialization g is
 the exact energy of unit-variance Gaussian data (the quadratic term, as the
-policy's denoiser head, energy.md §3) and, whatever f learns, g grows
+policy's denoiser head, training/README.md) and, whatever f learns, g grows
 quadratically far from the data at every σ. The 1/σ keeps σ·∇g, the noise
 estimate the loss compares with ε, O(1) at every level. Loss (λ = σ²)::
 

@@ -1,4 +1,4 @@
-"""The denoiser energy head (docs/design energy.md §3), EDM noise levels and loss weight,
+"""The denoiser energy head (training/README.md, "Energy heads and noise levels"), EDM noise levels and loss weight,
 EMA spectral-norm vectors, grad-norm logging, manifest records, old bundles."""
 import json
 import math

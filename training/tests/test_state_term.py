@@ -1,4 +1,4 @@
-"""The state term g(s) (energy.md §4): every-step data, training, the max-σ z reading, export, CLI, manifest."""
+"""The state term g(s) (training/README.md, "State term"): every-step data, training, the max-σ z reading, export, CLI, manifest."""
 import json
 import shutil
 from pathlib import Path
