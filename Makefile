@@ -1,7 +1,8 @@
 # EnergyFlow Edge — build, test and demo entry points.
 #
 #   make demo       run the simulated robot demo on the embedded defaults
-#   make test       everything CI runs (Go with -race, Python, browser, fakes)
+#   make test       everything CI runs (Go with -race, Python, browser, fakes),
+#                   then the research/ tests (make test-research) last
 #   make deps-demo  install what the demo needs (simulator, no torch; called by demo)
 #   make deps       install everything: deps-demo + training toolkit and test
 #                   tools (called by test and bench)
@@ -19,7 +20,7 @@ export ENERGYFLOW_ROOT := $(CURDIR)
 
 -include mk/*.mk
 
-.PHONY: deps deps-demo demo test test-go test-py lint build bench
+.PHONY: deps deps-demo demo test test-go test-py test-research lint build bench
 deps:
 	./scripts/deps.sh
 
@@ -43,7 +44,12 @@ test-go:
 test-py:
 	$(PY) -m pytest -q training sim
 
-test: deps lint test-go test-py $(EXTRA_TESTS)
+# The analyses in research/ (research/README.md): their own step, after every
+# product suite, so a broken experiment never hides a product failure.
+test-research:
+	$(PY) -m pytest -q research
+
+test: deps lint test-go test-py $(EXTRA_TESTS) test-research
 	@echo "make test: all suites passed"
 
 bench: deps $(EXTRA_BENCH)

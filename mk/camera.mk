@@ -30,7 +30,7 @@ bench-camera:
 
 camera-fixtures:
 	./camera/testdata/gen_fixtures.sh
-	$(PY) camera/testdata/gen_preprocess_golden.py
+	PYTHONPATH=$(CURDIR)/training $(PY) camera/testdata/gen_preprocess_golden.py
 
 EXTRA_TESTS += test-camera-fuzz
 EXTRA_BENCH += bench-camera

@@ -5,7 +5,8 @@
 #                              commit the result
 #   make paper-size-bundle     random-init paper-size bundle (down dims 64/128/256,
 #                              T_p=16, D_a=10) in build/bundles/paper-size, seconds
-#   make reward-recovery       the reward-recovery experiment (issue #2 item 9), minutes
+#   make reward-recovery       the reward-recovery experiment (issue #2 item 9;
+#                              research/reward/reward_recovery.py), minutes
 
 TRAINING_PY := PYTHONPATH=$(CURDIR)/training $(PY)
 
@@ -17,4 +18,4 @@ paper-size-bundle:
 	$(TRAINING_PY) -m energyflow export --random-init --paper-size --energy-head pooled --out build/bundles/paper-size
 
 reward-recovery:
-	$(TRAINING_PY) training/scripts/reward_recovery.py --steps 5000 --threads 1
+	$(TRAINING_PY) -m research.reward.reward_recovery --steps 5000 --threads 1

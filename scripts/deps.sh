@@ -9,8 +9,9 @@
 #                          no torch) and ONNX Runtime's C library
 #   scripts/deps.sh        everything the tests and benchmarks need as well
 #                          (`make deps`, called by `make test`): adds the
-#                          training toolkit and pytest
-#                          (training/requirements.txt), Chromium,
+#                          training toolkit's requirements and pytest
+#                          (training/requirements.txt), the toolkit itself
+#                          (editable, training/pyproject.toml), Chromium,
 #                          playwright-core and the test tools
 #
 # Idempotent: a second run only checks. Each set of Python requirements has
@@ -77,6 +78,13 @@ elif [ "$(cat .venv/.requirements-sim.sha256 2>/dev/null)" != "$sim_want" ]; the
   echo "$sim_want" > .venv/.requirements-sim.sha256
 fi
 rm -f .venv/.requirements.sha256 # the single stamp of earlier versions
+# The training toolkit itself, editable (training/pyproject.toml): `energyflow`
+# then imports from any directory, e.g. for `python -m research.stop.false_trips`
+# from the root. Checked on every run, so a moved checkout is reinstalled.
+if [ $full = 1 ] && [ "$(cd / && "$root/.venv/bin/python" -c 'import energyflow, os; print(os.path.dirname(energyflow.__file__))' 2>/dev/null)" != "$root/training/energyflow" ]; then
+  echo "deps: installing the training toolkit into .venv (editable: pip install -e training)"
+  .venv/bin/pip install -q --no-deps -e training
+fi
 
 # 3. ONNX Runtime's C library for the Go runtime.
 ./scripts/install-onnxruntime.sh

@@ -536,7 +536,7 @@ ROLLOUT = re.compile(r"^rollout_(?P<policy>[a-z]+)_(?P<task>[a-z-]+?)(?:_(?P<lev
 
 
 def load_rollouts(d: Path) -> List[Cell]:
-    """training/scripts/rollout.py results as cells (no ticks, no faults)."""
+    """python -m energyflow.rollout results as cells (no ticks, no faults)."""
     out = []
     for p in sorted(d.glob("rollout_*.json")):
         m = ROLLOUT.match(p.stem)

@@ -36,13 +36,13 @@
 # (EnergyFlow on camera + proprioception, at every K of --steps, skipped when
 # the task has none) and, on the fault tasks, under --image-faults; lerobot trains (once, into
 # build/lerobot/<task>) and evaluates LeRobot's Diffusion Policy with its own
-# code in build/lerobot-venv (training/scripts/lerobot_baseline.py, 10000 steps on
+# code in build/lerobot-venv (research/baselines/lerobot_baseline.py, 10000 steps on
 # the task's 200 demonstrations; a model already in build/lerobot/<task> is reused; skipped
 # with a note when that venv is missing). Faults (docs/sim.md) run EnergyFlow
 # at level 0 with the first K, injected at environment step 30; --fault-step N
 # injects them at step N instead and names those cells <fault>-at<N>. Rollouts:
 # every task's bundles at level 0 through the reference samplers straight on
-# Meta-World, no runtime (training/scripts/rollout.py), EnergyFlow at each
+# Meta-World, no runtime (python -m energyflow.rollout), EnergyFlow at each
 # K of --rollouts and Diffusion Policy at 20, on the runtime cells' seeds
 # (rollout_<policy>_<task>_0_K<k>.json); the report pairs them with the
 # runtime cells.
@@ -64,7 +64,7 @@
 # own --out.
 # --observe runs every runtime cell with the energy stop observing only (sim eval
 # --observe-only): the scores are traced to the end of every episode and nothing
-# trips on them, for scripts/stop_rules.py and scripts/false_trips.py to replay
+# trips on them, for research/stop/stop_rules.py and research/stop/false_trips.py to replay
 # rules on; give those cells their own --out.
 # --quick checks the pipeline, not the numbers: 2 short episodes
 # of each policy at level 0 and one fault episode, into build/eval-quick, and
@@ -170,7 +170,7 @@ run() {
 
 # lerobot TASK: LeRobot's Diffusion Policy, its own code, no runtime
 lerobot() {
-  local task=$1 lpy=build/lerobot-venv/bin/python lr=training/scripts/lerobot_baseline.py
+  local task=$1 lpy=build/lerobot-venv/bin/python lr=research.baselines.lerobot_baseline
   if [ ! -x "$lpy" ]; then
     echo "skip   lerobot $task: no $lpy (python3 -m venv build/lerobot-venv && build/lerobot-venv/bin/pip install lerobot==0.4.4 h5py metaworld==3.1.1)" >&2
     return
@@ -178,7 +178,7 @@ lerobot() {
   if [ ! -f "build/lerobot/$task/model.safetensors" ]; then
     echo "train  lerobot $task"
     # 10000 steps, batch 64, seed 0: about 30 min per task on one thread (our DP: 12000)
-    $lpy $lr train --data "build/demos/$task.hdf5" --out "build/lerobot/$task" --steps 10000 --seed 0 > "$out/lerobot_${task}_train.log" 2>&1
+    $lpy -m $lr train --data "build/demos/$task.hdf5" --out "build/lerobot/$task" --steps 10000 --seed 0 > "$out/lerobot_${task}_train.log" 2>&1
   fi
   for level in $levels; do
     local name=lerobot_${task}_${level}_K20
@@ -186,7 +186,7 @@ lerobot() {
       echo "kept   $name"; continue
     fi
     echo "run    $name"
-    $lpy $lr eval --policy "build/lerobot/$task" --task "$task" --level "$level" --episodes "$episodes" \
+    $lpy -m $lr eval --policy "build/lerobot/$task" --task "$task" --level "$level" --episodes "$episodes" \
       --seed "$seed" --max-steps "$maxsteps" --json "$out/$name.json" > "$out/$name.log" 2>&1
     tail -n 1 "$out/$name.log"
   done
@@ -240,7 +240,7 @@ rollout() {
   local f=$1 bundle=$2 task=$3; shift 3
   if current "$f"; then echo "kept   $(basename "$f" .json)"; return; fi
   echo "run    $(basename "$f" .json)"
-  .venv/bin/python training/scripts/rollout.py "$bundle" --task "$task" --level 0 --episodes "$episodes" \
+  .venv/bin/python -m energyflow.rollout "$bundle" --task "$task" --level 0 --episodes "$episodes" \
     --seed "$seed" --max-steps "$maxsteps" --json "$f" "$@" > "${f%.json}.log" 2>&1 || {
       echo "evaluate.sh: $(basename "$f") failed, see ${f%.json}.log" >&2; tail -n 5 "${f%.json}.log" >&2; exit 1; }
   tail -n 1 "${f%.json}.log"
@@ -296,7 +296,7 @@ if [ "$episodes" -gt 2 ]; then
   for task in $fault_tasks; do
     f=$out/anatomy_$task.json
     [ -f "$f" ] || [ ! -f "build/demos/$task.hdf5" ] || [ ! -f "bundles/metaworld-$task/manifest.json" ] ||
-      .venv/bin/python training/scripts/energy_anatomy.py "bundles/metaworld-$task" "build/demos/$task.hdf5" > "$f"
+      .venv/bin/python -m research.ood.energy_anatomy "bundles/metaworld-$task" "build/demos/$task.hdf5" > "$f"
   done
 fi
 

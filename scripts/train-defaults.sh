@@ -39,7 +39,7 @@
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; docs/evaluation.md, "Distilling the
 # energy from Diffusion Policy" and "A distilled Hammer"; the shipped Hammer's
-# 10 Hz calibration comes from scripts/false_trips.py --write on its own hours).
+# 10 Hz calibration comes from research/stop/false_trips.py --write on its own hours).
 # Assembly is not (its DP run was not kept as a teacher): plain denoising
 # score matching.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
@@ -107,7 +107,8 @@ for task in "${tasks[@]}"; do
       "${extra[@]}" "${distill[@]}")
   if [ "$policy" != image ]; then
     gate=0
-    (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow gate --bundle "../$run/bundle" --data "../$demos" \
+    # the gate's training-scene rollouts import the simulator (sim/): the root on the path
+    (cd training && OMP_NUM_THREADS=1 PYTHONPATH="$root" ../$py -m energyflow gate --bundle "../$run/bundle" --data "../$demos" \
         --episodes 20 --json > "../$run/gate.json") || gate=$?
     .venv/bin/python -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "gate:", "PASS" if d["passed"] else "FAIL: " + "; ".join(d["failures"]))' "$run/gate.json" "$name"
     if [ "$gate" != 0 ] && [ "${FORCE:-0}" != 1 ]; then
@@ -136,7 +137,7 @@ for task in "${tasks[@]}"; do
       # the stop watches the state score alone (docs/safety.md); on the grasping tasks its
       # held-out q99.9 trips at the grasp in most normal episodes, so it is calibrated on
       # level-0 driving: 60 episodes (seeds 3000-3059, K=10 as they run), alpha 5 % per episode
-      # (the shipped ones: on the same seeds' traces from scripts/level0_hours.sh, with
+      # (the shipped ones: on the same seeds' traces from research/stop/level0_hours.sh, with
       # --traces; docs/evaluation.md, "False trips per hour")
       ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --steps 10 --rate 20 --json "$run/calibrate-state.json"

@@ -1,13 +1,8 @@
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-import sim  # noqa: E402
+import sim  # noqa: E402  (the repository root is on the path: pytest.ini's pythonpath)
 
 # training/ tests (same pytest process) load torch -> triton; triton after OSMesa segfaults.
 sim.preload_triton()

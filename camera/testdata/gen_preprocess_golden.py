@@ -6,18 +6,20 @@ float32 0..255 -> center crop with floor offsets -> /255 -> (x-mean)/std) on
 testsrc2_320x240_yuyv_ref.png and stores each result as raw little-endian
 float32 CHW plus preprocess_golden.json describing the cases.
 
-    .venv/bin/python camera/testdata/gen_preprocess_golden.py
+    PYTHONPATH=training .venv/bin/python camera/testdata/gen_preprocess_golden.py
+
+(``make camera-fixtures``; the toolkit is also importable without PYTHONPATH
+once ``make deps`` has installed it into .venv.)
 """
 import json
 import os
-import sys
 
 import numpy as np
 from PIL import Image
 
+from energyflow.preprocess import preprocess_image
+
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "training"))
-from energyflow.preprocess import preprocess_image  # noqa: E402
 
 IMAGENET = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 CASES = [

@@ -646,7 +646,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	e.register(fs)
 	fs.StringVar(&e.watch, "watch", "", "scores the energy stop watches, comma-separated (energy, centered_energy, state_energy; any one tripping stops); empty: the bundle's default, state_energy alone with the state term, else its calibration's score")
 	fs.StringVar(&e.record, "record", "", "record every episode in HDF5 (the arm's state, actions and scores of each running tick, and the safety events) under this directory, one folder per episode named TASK_SEED, to look at what the robot saw when the stop tripped (needs a cgo build with libhdf5)")
-	fs.BoolVar(&e.observeOnly, "observe-only", false, "run the energy stop as an observer: every score is traced (--scores) but none ends an episode, so the traces run to success or the step limit and scripts/stop_rules.py can replay any rule on them; every other stop still acts")
+	fs.BoolVar(&e.observeOnly, "observe-only", false, "run the energy stop as an observer: every score is traced (--scores) but none ends an episode, so the traces run to success or the step limit and research/stop/stop_rules.py can replay any rule on them; every other stop still acts")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

@@ -72,7 +72,7 @@ func (c *calibrateFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.score, "score", "energy", "the score to fit the bands on: energy, or state_energy (the bundle's state term, docs/safety.md; one band, every episode conformal)")
 	fs.Float64Var(&c.tripsPerHour, "trips-per-hour", 0, "certify a false-trip rate per running hour instead of --alpha: drives level-0 episodes until the conformal ones add up to 1/RATE hours (e.g. 1: an hour), or fits on --traces")
 	fs.BoolVar(&c.successful, "successful-only", false, "fit on the level-0 episodes that succeeded only (as FIPER calibrates on successful rollouts): alpha then bounds the trips of episodes that would succeed, and a failing episode may trip more often")
-	fs.StringVar(&c.traces, "traces", "", "fit on recorded level-0 traces instead of driving: comma-separated `sim eval --observe-only --scores` files (each with its --json summary beside it as FILE.json without the l), e.g. from scripts/level0_hours.sh")
+	fs.StringVar(&c.traces, "traces", "", "fit on recorded level-0 traces instead of driving: comma-separated `sim eval --observe-only --scores` files (each with its --json summary beside it as FILE.json without the l), e.g. from research/stop/level0_hours.sh")
 }
 
 // prepare checks every flag before the bridge starts: a calibration that

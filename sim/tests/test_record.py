@@ -51,12 +51,6 @@ def test_record_layout(recorded):
 
 def test_recorded_file_loads_in_training_toolkit(recorded):
     """Cross-check with the training toolkit's loader (training/energyflow/data.py)."""
-    import sys
-
-    from sim.client import REPO
-
-    if str(REPO / "training") not in sys.path:
-        sys.path.insert(0, str(REPO / "training"))
     data = pytest.importorskip("energyflow.data", reason="training loader not present")
     out, _ = recorded
     demos, info = data.load_hdf5(out, obs_keys=["state"], image_keys=["camera"])

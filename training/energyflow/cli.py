@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     th.add_argument("--rule", required=True, help="how the value was chosen (kept in the manifest)")
     th.set_defaults(func=cmd_threshold)
 
-    se = sub.add_parser("state-term", help="train the state term g(s) (training/README.md, "State term") for a state bundle: "
+    se = sub.add_parser("state-term", help="train the state term g(s) (training/README.md, 'State term') for a state bundle: "
                                            "state_energy.onnx + the manifest's state_energy block")
     se.add_argument("--bundle", required=True, help="an energyflow or diffusion bundle (its cond layout and norms)")
     se.add_argument("--data", required=True, help="HDF5 demonstrations (every step of every demo is used)")

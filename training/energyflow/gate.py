@@ -30,7 +30,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from .rollout import Planner, Smoothness, chunk_smoothness, load_planner, rollout
+from .rollout import Planner, Smoothness, chunk_smoothness, load_planner, rollout, world_class
 
 
 @dataclass
@@ -108,23 +108,6 @@ def demo_scenes(data: str | Path, n: int) -> List[tuple]:
     return out
 
 
-def _world_class():
-    """sim.world.World, imported late (MuJoCo only when rollouts are asked
-    for) from the checkout this toolkit lives in."""
-    import os
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    if (root / "sim" / "world.py").exists() and str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
-    try:
-        from sim.world import World
-    except ImportError as e:
-        raise RuntimeError(f"gate: the training-scene rollouts need the simulator (sim/ of the repository): {e}") from e
-    return World
-
-
 def run_gate(bundle: str | Path, data: str | Path, episodes: int = 20, windows: int = 256,
              max_steps: int = 500, steps: Optional[int] = None, seed: int = 0,
              limits: Optional[GateLimits] = None, planner: Optional[Planner] = None) -> GateResult:
@@ -140,7 +123,7 @@ def run_gate(bundle: str | Path, data: str | Path, episodes: int = 20, windows: 
     scenes = None
     success = None
     if episodes > 0:
-        World = _world_class()
+        World = world_class()
 
         sc = demo_scenes(data, episodes)
         w = World(sc[0][0], camera_size=None)

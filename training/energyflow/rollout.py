@@ -2,7 +2,7 @@
 action chunks from an observation history, closed-loop rollouts straight on
 Meta-World, and the smoothness of its chunks against the demonstrations.
 
-This is what ``training/scripts/rollout.py`` and ``energyflow gate`` run.
+This is what ``python -m energyflow.rollout`` (below) and ``energyflow gate`` run.
 Diffusion Policy's receding horizon, without latency: plan a chunk from the
 last T_o observations, execute ``actions[T_o−1 : T_o−1+T_a]``, replan. No
 camera, no safety gate, no Modbus — beside ``energyflow sim eval`` on the
@@ -11,6 +11,7 @@ State bundles only (an image bundle needs the camera; use ``sim eval``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -93,6 +94,22 @@ def late_plan(acts: np.ndarray, pending: List[np.ndarray], To: int, Ta: int, d: 
         late = (list(pending) + [pending[-1]] * d)[:d]
     chunk = acts[To - 1:]
     return late + list(chunk[d:Ta]), list(chunk[Ta:])
+
+
+def world_class():
+    """``sim.world.World``, imported late (MuJoCo only when rollouts are asked
+    for). The simulator is the repository's ``sim`` package: run from the
+    repository root (``python -m`` puts the working directory on the path)
+    or with the root on PYTHONPATH."""
+    import os
+
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    try:
+        from sim.world import World
+    except ImportError as e:
+        raise RuntimeError("rollouts on Meta-World need the simulator, the repository's sim/ package: "
+                           f"run from the repository root or put it on PYTHONPATH ({e})") from e
+    return World
 
 
 def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int = 500,
@@ -203,3 +220,67 @@ def chunk_smoothness(planner: Planner, demos: Sequence, state_key: str = "state"
     level = grip_level(demos)
     return {"policy": smoothness(np.concatenate(out), planner.action_std, level),
             "demos": smoothness(np.stack(demo_chunks), planner.action_std, level)}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple:
+    """Wilson score interval of k successes in n episodes (95 % at z = 1.96),
+    as scripts/eval_report.py computes it; (0, 1) for n = 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.
+
+    .venv/bin/python -m energyflow.rollout BUNDLE --task button-press [--level 0]
+        [--episodes 10] [--seed 1000] [--max-steps 500] [--steps K] [--json FILE]
+
+    Run from the repository root (the simulator is its ``sim`` package). The
+    reference sampler (ONNX Runtime, Algorithm 2 or DDIM by the bundle's
+    kind) plans a chunk from the last T_o observations, the first T_a actions
+    from the current step are executed, then it replans: Diffusion Policy's
+    receding horizon with no latency, no camera, no safety gate and no Modbus
+    (:func:`rollout`). Episode i uses scene seed and sampler seed --seed+i,
+    as ``energyflow sim eval`` does, so beside it on the same seeds it
+    separates what the policy does from what the runtime adds
+    (docs/evaluation.md).
+    """
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m energyflow.rollout",
+                                description="Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.")
+    p.add_argument("bundle")
+    p.add_argument("--task", required=True)
+    p.add_argument("--level", default="0")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1000)
+    p.add_argument("--max-steps", type=int, default=500, help="step limit per episode (the official Meta-World evaluation's 500)")
+    p.add_argument("--steps", type=int, default=None, help="sampler steps (bundle default)")
+    p.add_argument("--json", default="")
+    a = p.parse_args(argv)
+
+    planner = load_planner(a.bundle, a.steps)
+    w = world_class()(a.task, camera_size=None)
+    results = []
+    for ep in range(a.episodes):
+        r = dict(episode=ep, **rollout(planner, w, seed=a.seed + ep, level=a.level, max_steps=a.max_steps))
+        results.append(r)
+        print(f"episode {ep} seed {r['seed']}: success={r['success']} steps={r['steps']}", flush=True)
+    k = sum(r["success"] for r in results)
+    lo, hi = wilson(k, len(results)) if results else (0.0, 1.0)
+    print(f"{a.task} level {a.level}: success {k}/{len(results)} [{100 * lo:.1f}–{100 * hi:.1f} %, Wilson 95 %] "
+          "(no runtime)")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"task": a.task, "level": a.level, "bundle": a.bundle,
+                                            "max_steps": a.max_steps, "episodes": len(results), "successes": k,
+                                            "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -39,7 +39,7 @@ grasp, a frame from another time) and a value that jumps between frames
 frame, or ``--no-transition``, it is left out).
 
 The **RND component** (FIPER's observation score, Römer et al. 2025, which
-separated shifted scenes better than g in ``scripts/ood_compare.py``):
+separated shifted scenes better than g in ``research/ood/ood_compare.py``):
 random network distillation on cond, a fixed random MLP and a predictor
 trained on every demonstration step, read as the mean squared prediction
 error and z-scored on the held-out steps like the others. Off by default

@@ -105,13 +105,12 @@ def test_gate_runs_on_a_real_bundle_and_reads_the_scenes(tiny):
 
 
 def test_rollout_on_meta_world_records_seeds_and_steps(tmp_path):
-    from energyflow.gate import _world_class
-    from energyflow.rollout import rollout
+    from energyflow.rollout import rollout, world_class
 
     torch.manual_seed(0)
     m = EnergyUNet(ModelConfig(action_dim=4, state_dim=39, **TINY_SIZE))
     write_bundle(tmp_path / "b", m, "mw", [0.0] * 4, [1.0] * 4, [0.0] * 39, [1.0] * 39)
-    w = _world_class()("button-press", camera_size=None)
+    w = world_class()("button-press", camera_size=None)
     r = rollout(load_planner(tmp_path / "b", steps=2), w, seed=3, max_steps=10, policy_seed=11)
     assert (r["seed"], r["policy_seed"], r["steps"]) == (3, 11, 10)   # a random policy does not press the button
     assert r["success"] is False and r["success_step"] is None

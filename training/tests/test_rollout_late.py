@@ -1,9 +1,9 @@
 """The runtime's lateness as ``energyflow.rollout`` imitates it (``late_plan``, used by
-``training/scripts/rnd_rollouts.py``)."""
+``research/ood/rnd_rollouts.py``), and the Wilson interval its command line prints."""
 import numpy as np
 import pytest
 
-from energyflow.rollout import late_plan
+from energyflow.rollout import late_plan, wilson
 
 
 def chunk(base: int, n: int = 16) -> np.ndarray:
@@ -25,3 +25,9 @@ def test_late_plan(pending, d, want_run, want_pending) -> None:
     run, rest = late_plan(chunk(100), [np.array(p, np.float64) for p in pending], To=2, Ta=4, d=d)
     assert [float(a[0]) for a in run] == want_run
     assert [float(a[0]) for a in rest] == want_pending
+
+
+@pytest.mark.parametrize("k,n,lo,hi", [(0, 10, 0.0, 0.2775), (10, 10, 0.7225, 1.0), (5, 10, 0.2366, 0.7634), (0, 0, 0.0, 1.0)])
+def test_wilson_matches_the_textbook_values(k, n, lo, hi):
+    a, b = wilson(k, n)
+    assert a == pytest.approx(lo, abs=1e-3) and b == pytest.approx(hi, abs=1e-3)

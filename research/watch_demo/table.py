@@ -1,0 +1,35 @@
+"""The watched-demo runs (scripts/watch_demo.sh summaries, tracked here) as one Markdown table.
+
+    .venv/bin/python -m research.watch_demo.table research/watch_demo/*.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Sequence
+
+
+def row(s: dict) -> str:
+    v = s["viewer"]
+    lo, hi = s["success_ci95"]
+    stops = s.get("stops_while_watched", len(s["stops"]))
+    check = []
+    if "level_L" in v:
+        check.append(f"L stopped after {v['level_L']['stopped_after_s']:.1f} s")
+    if "level_0_again" in v:
+        check.append(f"moving again {v['level_0_again']['moving_after_s']:.1f} s after the click")
+    return (f"| {s['task']} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
+            f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {'; '.join(check) or '–'} |")
+
+
+def table(paths: Sequence[Path]) -> List[str]:
+    out = ["| task | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
+           "|---|---|---|---|---|---|"]
+    for p in paths:
+        out.append(row(json.loads(Path(p).read_text())))
+    return out
+
+
+if __name__ == "__main__":
+    print("\n".join(table(sorted(Path(a) for a in sys.argv[1:]))))

@@ -1,0 +1,18 @@
+"""The watched-demo table reads scripts/watch_demo.sh's summary as written."""
+import json
+
+from research.watch_demo.table import table
+
+
+def test_table_row_from_a_summary(tmp_path):
+    s = {"task": "button-press", "minutes": 30, "busy_loops": 0,
+         "viewer": {"frames_decoded": 17000, "fps": 9.6, "level_L": {"stopped_after_s": 1.1},
+                    "level_0_again": {"moving_after_s": 1.2}},
+         "episodes_level0": 200, "successes": 200, "success_ci95": [0.981, 1.0],
+         "stops_while_watched": 0, "stops": [{"tick": 1, "reason": "energy"}]}
+    p = tmp_path / "bp.json"
+    p.write_text(json.dumps(s))
+    head, rule, r = table([p])
+    assert head.startswith("| task |") and rule.startswith("|---")
+    assert "| button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
+    assert "L stopped after 1.1 s; moving again 1.2 s after the click" in r

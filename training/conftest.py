@@ -1,5 +1,0 @@
-"""Pytest setup: make the ``energyflow`` package importable from ``training/``."""
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
