@@ -59,14 +59,20 @@ def shipped_scores(bundle: Path, man: Dict, demos: Sequence[Demo]) -> List[np.nd
 
 
 def retrained_scores(man: Dict, demos_file: Path, rollouts: Sequence[Demo],
-                     episodes: Sequence[Sequence[Demo]]) -> Tuple[float, List[List[np.ndarray]]]:
-    """Train the state term on the demonstrations + rollouts; its held-out q99.9 and its scores."""
+                     episodes: Sequence[Sequence[Demo]]) -> Tuple[float, float, List[List[np.ndarray]]]:
+    """Train the state term on the demonstrations + rollouts; its held-out q99.9 (demonstrations and
+    rollouts held out), the q99.9 over its held-out demonstration steps alone, and its scores."""
     import torch
+
+    from energyflow.data import split_demos
 
     torch.set_num_threads(1)
     demos, _ = load_hdf5(demos_file, [o["name"] for o in man["obs"]])
     reading, _, cal, _ = st.fit_state_term(man, demos, st.StateTermConfig(seed=0), 0.1, 0, 0, rollouts)
-    return cal["quantiles"]["99.9"], [[st.read(reading, st.step_conds([d], man)[0]) for d in eps] for eps in episodes]
+    _, held = split_demos(demos, 0.1, 0)
+    q_demos = float(np.quantile(st.read(reading, st.step_conds(held, man)[0]), 0.999))
+    return cal["quantiles"]["99.9"], q_demos, [[st.read(reading, st.step_conds([d], man)[0]) for d in eps]
+                                               for eps in episodes]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -122,10 +128,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           shipped_scores(bundle, man, push) if push else [])
     if a.retrain:
         allro = [x for v in by_delay.values() for x in v]
-        q, scored = retrained_scores(man, Path(a.retrain), allro, [allro] + ([push] if push else []))
-        it = iter(scored[0])
-        table("retrained on demos + these rollouts", q, {k: [next(it) for _ in v] for k, v in by_delay.items()},
-              scored[1] if push else [])
+        q, q_demos, scored = retrained_scores(man, Path(a.retrain), allro, [allro] + ([push] if push else []))
+        for name, thr_ in (("retrained on demos + these rollouts", q),
+                           ("retrained, threshold from its held-out demonstrations alone", q_demos)):
+            it = iter(scored[0])
+            table(name, thr_, {k: [next(it) for _ in v] for k, v in by_delay.items()}, scored[1] if push else [])
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
