@@ -13,7 +13,9 @@ from typing import List, Sequence
 def row(s: dict) -> str:
     v = s["viewer"]
     lo, hi = s["success_ci95"]
-    stops = s.get("stops_while_watched", len(s["stops"]))
+    n = s.get("stops_while_watched", len(s["stops"]))
+    kinds = [x["reason"] for x in s["stops"][:n]]
+    stops = f"{n} ({', '.join(kinds)})" if kinds else f"{n}"
     check = []
     if "level_L" in v:
         check.append(f"L stopped after {v['level_L']['stopped_after_s']:.1f} s")
