@@ -25,6 +25,16 @@ from pathlib import Path
 from typing import Any, Dict
 
 import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from .bundle import model_config_from_manifest, read_manifest
+from .config import Schedule
+from .ddim import OrtEps, ddim_sample
+from .diffusion import NoiseUNet, TorchEps
+from .model import bake_spectral_norm, energy_model
+from .sampler import OrtEnergyGrad, TorchEnergyGrad, sample
 
 
 def torch_model_from_bundle(bundle: str | Path):
@@ -33,14 +43,6 @@ def torch_model_from_bundle(bundle: str | Path):
     The energy network (either head) from ``energy_grad.onnx``, or NoiseUNet from ``eps.onnx`` for a
     diffusion bundle.
     """
-    import onnx
-    import torch
-    from onnx import numpy_helper
-
-    from .bundle import model_config_from_manifest, read_manifest
-    from .diffusion import NoiseUNet
-    from .model import bake_spectral_norm, energy_model
-
     man = read_manifest(bundle)
     cfg = model_config_from_manifest(man)
     if cfg.policy == "diffusion":
@@ -67,12 +69,6 @@ def torch_model_from_bundle(bundle: str | Path):
 
 def bench_bundle(bundle: str | Path, steps: int = 20, batch: int = 1, threads: int = 2, repeats: int = 20,
                  backend: str = "torch", warmup: int = 3) -> Dict[str, Any]:
-    import torch
-
-    from .bundle import read_manifest
-    from .config import Schedule
-    from .sampler import OrtEnergyGrad, TorchEnergyGrad, sample
-
     torch.set_num_threads(threads)
     man = read_manifest(bundle)
     if man["policy"] == "diffusion":
@@ -103,10 +99,6 @@ def bench_bundle(bundle: str | Path, steps: int = 20, batch: int = 1, threads: i
 def _bench_diffusion(bundle: str | Path, man: Dict[str, Any], steps: int, batch: int, threads: int, repeats: int,
                      backend: str, warmup: int) -> Dict[str, Any]:
     """Median ms of the DDIM reference sampler (S = ``steps`` eps evaluations)."""
-    import torch
-
-    from .diffusion import OrtEps, TorchEps, ddim_sample
-
     if backend == "torch":
         model, man = torch_model_from_bundle(bundle)
         fn = TorchEps(model)

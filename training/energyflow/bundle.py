@@ -1,17 +1,22 @@
-"""Engine bundle writer/reader (docs/bundle.md, format 1)."""
+"""Engine bundle manifests: build, write, read and verify (docs/bundle.md, format 1).
+
+Torch-free: everything that reads a bundle (the reference samplers, rollouts,
+calibration, the probe) imports this module. Writing a whole bundle, which
+exports and checks its graphs, is :func:`energyflow.export.write_bundle`.
+"""
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
 import json
-import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .config import ModelConfig
+from .config import ModelConfig, schedule_manifest
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -154,8 +159,6 @@ def build_manifest(cfg: ModelConfig, name: str, action_mean: Sequence[float], ac
     model_info = {k: v for k, v in cfg.to_dict().items() if k not in skip}
     model_info.update(extra_model or {})
     if diffusion:
-        from .diffusion import schedule_manifest
-
         schedule, sampler = schedule_manifest(clip_sample), {"kind": "ddim", "steps": int(steps)}
         calibration = None
     else:
@@ -194,61 +197,6 @@ def write_manifest(bundle_dir: str | Path, manifest: Dict[str, Any]) -> Dict[str
     return manifest
 
 
-def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[float], action_std: Sequence[float],
-                 state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
-                 vision_encoder=None, ref_seed: int = 0, steps: int = 20,
-                 calibration: Optional[Dict[str, Any]] = None, tol: Optional[float] = None,
-                 overwrite: bool = True, clip_sample: float = 0.0,
-                 training: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Export graphs (each verified against torch) and write a complete bundle.
-
-    ``model`` is an EnergyFlow network, EnergyUNet or DenoiserEnergy
-    (``energy_grad.onnx``, relative-error gate ``tol``, default 1e-5) or a
-    NoiseUNet (``eps.onnx``, max-abs gate ``tol``, default 1e-4;
-    ``clip_sample`` goes into the schedule). ``training`` (how the loss drew
-    and weighted noise levels, :meth:`TrainConfig.noise_record`) is written to
-    the manifest's ``model.training`` when given. Graphs are first written to a temporary sibling directory; the bundle is
-    only moved into place when every check passed, so a failing export never
-    leaves a bundle behind.
-    """
-    from .export import EPS_TOL, export_energy_grad, export_eps, export_vision
-
-    cfg: ModelConfig = model.cfg
-    out = Path(out_dir)
-    tmp = out.parent / (out.name + ".tmp-export")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
-        if cfg.policy == "diffusion":
-            check = {"eps": export_eps(model, tmp / "eps.onnx", tol=EPS_TOL if tol is None else tol)}
-        else:
-            check = {"energy_grad": export_energy_grad(model, tmp / "energy_grad.onnx",
-                                                       tol=1e-5 if tol is None else tol)}
-        verr = None
-        if cfg.images:
-            if vision_encoder is None:
-                raise ValueError("model config has image observations but no vision encoder was given")
-            if len(cfg.images) > 1:
-                raise NotImplementedError("bundles with more than one camera are not supported yet")
-            verr = export_vision(vision_encoder, tuple(cfg.images[0].shape), tmp / "vision.onnx")
-        extra: Dict[str, Any] = {"export_check": {**check, "vision": verr}}
-        if training is not None:
-            extra["training"] = training
-        man = build_manifest(cfg, name, action_mean, action_std, state_mean, state_std,
-                             reference_actions(cfg, ref_seed), steps, calibration,
-                             extra_model=extra, clip_sample=clip_sample)
-        if out.exists():
-            if not overwrite:
-                raise FileExistsError(out)
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except Exception:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return write_manifest(out, man)
-
-
 def read_manifest(bundle_dir: str | Path, verify: bool = True) -> Dict[str, Any]:
     """Load manifest.json, check the format version and (optionally) every file hash."""
     p = Path(bundle_dir) / MANIFEST
@@ -275,3 +223,15 @@ def model_config_from_manifest(man: Dict[str, Any]) -> ModelConfig:
     if d["policy"] == "energyflow":
         d["schedule"] = {k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")}
     return ModelConfig.from_saved(d)
+
+
+def __getattr__(name: str) -> Any:
+    """``energyflow.bundle.write_bundle``: the old home of :func:`energyflow.export.write_bundle`,
+    kept for callers outside the toolkit (deprecated; nothing in the toolkit uses it)."""
+    if name == "write_bundle":
+        warnings.warn("energyflow.bundle.write_bundle moved to energyflow.export.write_bundle",
+                      DeprecationWarning, stacklevel=2)
+        # export needs torch (heavy): imported only when the old name is asked for, so reading a bundle stays torch-free
+        from .export import write_bundle
+        return write_bundle
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,6 +19,12 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from .bundle import read_manifest, write_manifest
+from .config import Schedule
+from .data import Normalizer, WindowDataset, load_hdf5, split_demos
+from .graphs import ort_session
+from .sampler import OrtEnergyGrad, sample
+
 QUANTILES = ("50", "90", "99", "99.9")
 
 
@@ -44,10 +50,10 @@ def calibration_block(scores: Dict[str, Sequence[float]], n_windows: int, seed: 
 
 
 def save_histogram(scores: Dict[str, Sequence[float]], block: Dict[str, Any], path: str | Path) -> None:
-    import matplotlib
+    import matplotlib  # heavy (~0.5 s) and only for the optional PNG; the Agg backend is chosen before pyplot loads
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use (see above)
 
     fig, axes = plt.subplots(1, len(scores), figsize=(5 * len(scores), 3.5))
     axes = np.atleast_1d(axes)
@@ -72,11 +78,6 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
 
     Raises :class:`CalibrationError` (and changes nothing) for a diffusion bundle.
     """
-    from .bundle import read_manifest, write_manifest
-    from .data import Normalizer, WindowDataset, load_hdf5, split_demos
-    from .preprocess import preprocess_batch
-    from .sampler import OrtEnergyGrad, Schedule, sample
-
     bundle = Path(bundle)
     man = read_manifest(bundle)
     if man.get("policy", "energyflow") != "energyflow":
@@ -104,9 +105,10 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
     fn = OrtEnergyGrad(bundle / man["graphs"]["energy_grad"]["file"], threads=2)
     vis = None
     if image_entries:
-        import onnxruntime as ort
-
-        vis = ort.InferenceSession(str(bundle / man["graphs"]["vision"]["file"]), providers=["CPUExecutionProvider"])
+        vis = ort_session(bundle / man["graphs"]["vision"]["file"])
+        # torch (~2 s, ~1 GB) only for camera bundles: a state bundle calibrates on ONNX Runtime alone
+        import torch
+        from .preprocess import preprocess_batch
     refs = np.asarray(man["reference_actions"], np.float32)
     energies, centered = [], []
     for s in range(0, n, batch):
@@ -117,8 +119,6 @@ def calibrate_bundle(bundle: str | Path, data: str | Path, n_windows: int = 512,
             if item["obs"] == skey:
                 steps_parts.append(b["state"].reshape(B, T_o, -1))
             else:
-                import torch
-
                 spec = next(o for o in image_entries if o["name"] == item["obs"])["preprocess"]
                 imgs = torch.from_numpy(b[item["obs"]].reshape(B * T_o, *b[item["obs"]].shape[2:]))
                 x = preprocess_batch(imgs, spec).numpy()
@@ -148,8 +148,6 @@ def set_threshold(bundle: str | Path, score: str, value: float, rule: str) -> Di
     """Replace the calibration's recommended score and threshold (the evaluation's
     choice, docs/evaluation.md) and rewrite the manifest with its hashes. The
     held-out statistics stay as ``calibrate`` measured them."""
-    from .bundle import read_manifest, write_manifest
-
     bundle = Path(bundle)
     man = read_manifest(bundle)
     cal = man.get("calibration")

@@ -8,6 +8,11 @@ from the bundle's manifest (``calibrate`` refuses diffusion bundles).
 Every hyper-parameter has a flag (defaults = the paper's values) and may also
 come from ``--config FILE`` (YAML or JSON with ``model:`` and ``train:``
 sections); explicit flags override the file.
+
+The commands that only read bundles (``sample``, ``inspect``, ``calibrate``,
+``threshold``, ``probe``, ``gate``) run on ONNX Runtime and never load torch;
+``train``, ``export``, ``fixtures``, ``state-term`` and ``bench`` import their
+torch modules when they run.
 """
 from __future__ import annotations
 
@@ -17,7 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .config import DEFAULT_ENERGY_HEAD, ENERGY_HEADS, LOSS_WEIGHTINGS, SIGMA_SAMPLINGS
+import numpy as np
+
+from .bundle import read_manifest
+from .calibrate import CalibrationError, calibrate_bundle, set_threshold
+from .config import DEFAULT_ENERGY_HEAD, ENERGY_HEADS, LOSS_WEIGHTINGS, SIGMA_SAMPLINGS, load_config_file
+from .ddim import sample_diffusion_bundle
+from .gate import GateLimits, run_gate
+from .graphs import graph_ops
+from .probe import probe_main
+from .sampler import sample_bundle
 
 
 # ---------------------------------------------------------------------------
@@ -118,8 +132,6 @@ def train_overrides(args: argparse.Namespace, file_cfg: Dict[str, Any]) -> Dict[
 
 
 def _file_cfg(args: argparse.Namespace) -> Dict[str, Any]:
-    from .config import load_config_file
-
     return load_config_file(args.config) if getattr(args, "config", None) else {}
 
 
@@ -127,7 +139,7 @@ def _file_cfg(args: argparse.Namespace) -> Dict[str, Any]:
 # commands
 # ---------------------------------------------------------------------------
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import train_main
+    from .train import train_main  # torch (~2 s, ~1 GB): loaded only by the commands that train or export
 
     fc = _file_cfg(args)
     train_main(data=args.data, out=args.out, model_over=model_overrides(args, fc),
@@ -139,7 +151,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .train import export_from_checkpoint, export_random
+    from .train import export_from_checkpoint, export_random  # torch (heavy): only when exporting
 
     if args.random_init:
         fc = _file_cfg(args)
@@ -163,8 +175,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .calibrate import CalibrationError, calibrate_bundle
-
     try:
         res = calibrate_bundle(args.bundle, args.data, n_windows=args.n_windows, seed=args.seed, steps=args.steps,
                                val_fraction=args.val_fraction, split_seed=args.split_seed,
@@ -178,8 +188,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_threshold(args: argparse.Namespace) -> int:
-    from .calibrate import CalibrationError, set_threshold
-
     try:
         rec = set_threshold(args.bundle, args.score, args.value, args.rule)
     except CalibrationError as e:
@@ -190,11 +198,6 @@ def cmd_threshold(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from .bundle import read_manifest
-    from .sampler import sample_bundle
-
     man = read_manifest(args.bundle)
     rng = np.random.default_rng(args.seed)
     cond_dim = man["cond_dim"]
@@ -205,8 +208,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     B = cond.shape[0]
     z = rng.standard_normal((B, man["pred_horizon"], man["action_dim"])).astype(np.float32)
     if man["policy"] == "diffusion":
-        from .diffusion import sample_diffusion_bundle
-
         dres = sample_diffusion_bundle(args.bundle, cond, z, steps=args.steps, threads=args.threads)
         print(json.dumps({"policy": "diffusion", "actions": dres.actions.tolist()}))
         return 0
@@ -218,11 +219,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .bundle import read_manifest
-
     man = read_manifest(args.bundle, verify=True)
-    from .export import graph_ops
-
     summary = {k: man[k] for k in ("name", "policy", "created", "source_commit", "action_dim", "pred_horizon",
                                    "obs_horizon", "action_horizon", "cond_dim", "schedule", "sampler",
                                    "conditioning")}
@@ -246,7 +243,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_fixtures(args: argparse.Namespace) -> int:
-    from .fixtures import make_fixtures
+    from .fixtures import make_fixtures  # torch (heavy): only when writing fixtures
 
     if args.policy == "diffusion" and args.energy_head != "pooled":
         print("fixtures: --energy-head applies to --policy energyflow only", file=sys.stderr)
@@ -262,19 +259,17 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 
 
 def cmd_state_term(args: argparse.Namespace) -> int:
-    from .state_term import state_term_main
+    from .state_term import state_term_main  # torch (heavy): only when training the state term
 
     return state_term_main(args)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from .probe import probe_main
-
     return probe_main(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench_bundle
+    from .bench import bench_bundle  # torch (heavy): only when benchmarking
 
     print(json.dumps(bench_bundle(args.bundle, steps=args.steps, batch=args.batch, threads=args.threads,
                                   repeats=args.repeats, backend=args.backend)))
@@ -282,8 +277,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from .gate import GateLimits, run_gate
-
     lim = GateLimits(max_change_ratio=args.max_change_ratio, min_change_slack=args.min_change_slack,
                      max_extra_flips=args.max_extra_flips, min_success=args.min_success)
     res = run_gate(args.bundle, args.data, episodes=args.episodes, windows=args.windows, max_steps=args.max_steps,

@@ -1,7 +1,13 @@
-"""Hyper-parameter containers with the paper's values as defaults.
+"""Hyper-parameter containers with the paper's values as defaults, and the
+noise schedules and manifest records every other module reads.
 
 Every field can be set from a YAML/JSON config file or from CLI flags
-(see :mod:`energyflow.cli`).
+(see :mod:`energyflow.cli`). Besides the configs this module holds what the
+toolkit's lower and upper layers must agree on without importing each other:
+the geometric schedule (:class:`Schedule`), the Diffusion Policy baseline's
+DDPM schedule (:func:`ddpm_alphas_cumprod`, :func:`schedule_manifest`) and the
+manifest's teacher record (:func:`teacher_record`). It imports no other
+module of the toolkit.
 """
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import yaml
 
 
 @dataclass
@@ -33,6 +42,49 @@ class Schedule:
     def to_manifest(self) -> Dict[str, Any]:
         return {"kind": "geometric", "sigma_min": self.sigma_min, "sigma_max": self.sigma_max,
                 "T": self.T, "gamma": self.gamma}
+
+
+# ---------------------------------------------------------------------------
+# the Diffusion Policy baseline's DDPM schedule (policy kind ``diffusion``):
+# diffusers ``DDPMScheduler(num_train_timesteps=100, beta_schedule="squaredcos_cap_v2")``
+# ---------------------------------------------------------------------------
+NUM_TRAIN_TIMESTEPS = 100
+BETA_SCHEDULE = "squaredcos_cap_v2"
+PREDICTION_TYPE = "epsilon"
+
+
+def betas_for_alpha_bar(num_timesteps: int, max_beta: float = 0.999) -> np.ndarray:
+    """diffusers' ``betas_for_alpha_bar`` (cosine alpha_bar, "squaredcos_cap_v2"), float64.
+
+    beta_i = min(1 - alpha_bar((i+1)/N) / alpha_bar(i/N), max_beta) with
+    alpha_bar(t) = cos((t + 0.008) / 1.008 * pi / 2)^2.
+    """
+
+    def alpha_bar(t: float) -> float:
+        return math.cos((t + 0.008) / 1.008 * math.pi / 2) ** 2
+
+    return np.asarray([min(1.0 - alpha_bar((i + 1) / num_timesteps) / alpha_bar(i / num_timesteps), max_beta)
+                       for i in range(num_timesteps)], np.float64)
+
+
+def ddpm_alphas_cumprod(num_timesteps: int = NUM_TRAIN_TIMESTEPS) -> np.ndarray:
+    """alphas_cumprod[k] = prod_{i<=k} (1 - beta_i), float64 [N]."""
+    return np.cumprod(1.0 - betas_for_alpha_bar(num_timesteps))
+
+
+def schedule_manifest(clip_sample: float, num_timesteps: int = NUM_TRAIN_TIMESTEPS) -> Dict[str, Any]:
+    """The manifest's ``schedule`` block of a diffusion bundle."""
+    return {"kind": "ddpm", "num_train_timesteps": int(num_timesteps), "beta_schedule": BETA_SCHEDULE,
+            "prediction_type": PREDICTION_TYPE, "clip_sample": float(clip_sample),
+            "alphas_cumprod": [float(v) for v in ddpm_alphas_cumprod(num_timesteps)]}
+
+
+def teacher_record(path: str, kappa: float, fraction: float) -> Dict[str, Any]:
+    """The manifest's ``model.training.teacher`` entry of a policy distilled from a
+    Diffusion Policy checkpoint (:mod:`energyflow.distill`)."""
+    p = Path(path)
+    return {"kind": "diffusion", "checkpoint": f"{p.parent.name}/{p.name}", "sigma_grid": "ddpm-100-snap",
+            "scene_shift": {"kappa": kappa, "fraction": fraction if kappa > 0 else 0.0}}
 
 
 #: policy kinds a bundle / checkpoint can hold (docs/bundle.md ``policy``)
@@ -251,9 +303,7 @@ class TrainConfig:
             samp.update(mean=self.sigma_mean, std=self.sigma_std, clip="schedule")
         rec: Dict[str, Any] = {"sigma_sampling": samp, "loss_weighting": self.loss_weighting}
         if self.teacher:
-            from .distill import record
-
-            rec["teacher"] = record(self.teacher, self.teacher_shift, self.teacher_shift_fraction)
+            rec["teacher"] = teacher_record(self.teacher, self.teacher_shift, self.teacher_shift_fraction)
         return rec
 
 
@@ -261,7 +311,6 @@ def load_config_file(path: str | Path) -> Dict[str, Any]:
     """Load a YAML or JSON config file into a dict with optional ``model``/``train`` sections."""
     text = Path(path).read_text()
     if str(path).endswith((".yaml", ".yml")):
-        import yaml
         data = yaml.safe_load(text) or {}
     else:
         data = json.loads(text)

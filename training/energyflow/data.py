@@ -19,6 +19,7 @@ is real data.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,7 @@ def _check_array(where: str, arr: np.ndarray, kind: str) -> None:
 def load_hdf5(path: str | Path, obs_keys: Sequence[str], image_keys: Sequence[str] = (),
               action_key: str = "actions") -> Tuple[List[Demo], DatasetInfo]:
     """Load and validate every demo. Raises :class:`DataError` naming the demo and key."""
-    import h5py
+    import h5py  # optional heavy dependency (HDF5 C library): only when demonstrations are read or written
 
     path = Path(path)
     if not path.exists():
@@ -154,8 +155,6 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
     either). Returns the demos (named ``<dir>/<task>_<seed>``) and counts
     ``{"episodes", "successes", "late_successes", "files"}``. Raises
     :class:`DataError` naming the directory or file."""
-    import json
-
     demos: List[Demo] = []
     counts = {"episodes": 0, "successes": 0, "late_successes": 0, "files": 0}
     for d in dirs:
@@ -282,7 +281,7 @@ class WindowDataset:
 
 def write_hdf5(path: str | Path, demos: Sequence[Demo], env: str = "") -> None:
     """Write demos in the robomimic layout (used by tests and the synthetic scripts)."""
-    import h5py
+    import h5py  # optional heavy dependency (HDF5 C library): only when demonstrations are read or written
 
     with h5py.File(path, "w") as f:
         g = f.create_group("data")

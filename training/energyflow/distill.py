@@ -37,8 +37,9 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
-from .config import ModelConfig, Schedule
-from .diffusion import ddpm_alphas_cumprod
+from .checkpoint import load_checkpoint_policy
+from .config import ModelConfig, Schedule, ddpm_alphas_cumprod
+from .config import teacher_record as record  # the manifest record's old name here
 from .losses import sigma_t, t_of_sigma
 
 
@@ -56,7 +57,7 @@ def _same(a: Any, b: Any) -> bool:
 class Teacher:
     """A trained Diffusion Policy used as the energy's regression target."""
 
-    policy: torch.nn.Module          # energyflow.train.Policy holding a NoiseUNet, eval mode
+    policy: torch.nn.Module          # energyflow.policy.Policy holding a NoiseUNet, eval mode
     sqrt_ab: torch.Tensor            # [N] sqrt(alphas_cumprod), float32
     ln_sigma: torch.Tensor           # [N] ln sigma_k, float64
 
@@ -64,8 +65,6 @@ class Teacher:
     def load(path: str | Path, mcfg: ModelConfig, meta: Dict[str, Any],
              device: Optional[torch.device] = None) -> "Teacher":
         """The checkpoint at ``path``, checked against the student's config and normalisers."""
-        from .train import load_checkpoint_policy
-
         p = Path(path)
         if not p.is_file():
             raise TeacherError(f"--teacher {path}: no such checkpoint file")
@@ -128,8 +127,4 @@ def scene_shift(starts: np.ndarray, batch: int, obs_horizon: int, kappa: float, 
     return out.reshape(batch, -1)
 
 
-def record(path: str, kappa: float, fraction: float) -> Dict[str, Any]:
-    """The manifest's ``model.training.teacher`` entry."""
-    p = Path(path)
-    return {"kind": "diffusion", "checkpoint": f"{p.parent.name}/{p.name}", "sigma_grid": "ddpm-100-snap",
-            "scene_shift": {"kappa": kappa, "fraction": fraction if kappa > 0 else 0.0}}
+__all__ = ["Teacher", "TeacherError", "record", "scene_shift", "start_states"]

@@ -14,19 +14,28 @@ NoiseUNet forward through the same plain-operator block code.
 Every export verifies itself: the ONNX file is run in ONNX Runtime on random
 inputs and compared with torch autograd on the original model; a mismatch
 above the tolerance raises :class:`ExportCheckError` and the file is removed.
+
+:func:`write_bundle` writes a whole bundle: the checked graphs and the
+manifest (:mod:`energyflow.bundle`). :func:`export_onnx`, :func:`rel_err`,
+:data:`ALLOWED_OPS` and :data:`OPSET` are shared with the state term's export
+(:mod:`energyflow.state_term.export`).
 """
 from __future__ import annotations
 
 import copy
+import shutil
 import warnings
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from .model import EnergyUNet, bake_spectral_norm
+from .bundle import build_manifest, reference_actions, write_manifest
+from .config import NUM_TRAIN_TIMESTEPS, ModelConfig
+from .graphs import graph_ops, ort_session
+from .model import bake_spectral_norm
 
 #: an EnergyFlow network: EnergyUNet (pooled head) or DenoiserEnergy (same interface)
 EnergyNet = nn.Module
@@ -67,8 +76,9 @@ def prepare_for_export(model: EnergyNet) -> EnergyNet:
     return m
 
 
-def _export(module: nn.Module, args: tuple, path: Path, input_names: List[str], output_names: List[str],
-            dynamic_axes: Dict[str, Dict[int, str]]) -> None:
+def export_onnx(module: nn.Module, args: tuple, path: Path, input_names: List[str], output_names: List[str],
+                dynamic_axes: Dict[str, Dict[int, str]]) -> None:
+    """``torch.onnx.export`` of ``module`` (eval mode) at :data:`OPSET` with constant folding, warnings silenced."""
     module.eval()
     kwargs = dict(input_names=input_names, output_names=output_names, opset_version=OPSET,
                   dynamic_axes=dynamic_axes, do_constant_folding=True)
@@ -89,7 +99,7 @@ def _export_action_graph(graph: nn.Module, cfg, t0: float, path: Path, outputs: 
     B = 2
     args = (torch.zeros(B, cfg.pred_horizon, cfg.action_dim), torch.zeros(B, cfg.cond_dim), torch.full((B,), t0))
     names = ["a_t", "cond", "t"]
-    _export(graph, args, path, names, outputs, {n: {0: "batch"} for n in names + outputs})
+    export_onnx(graph, args, path, names, outputs, {n: {0: "batch"} for n in names + outputs})
     try:
         bad = sorted(set(graph_ops(path)) - ALLOWED_OPS)
         if bad:
@@ -101,15 +111,7 @@ def _export_action_graph(graph: nn.Module, cfg, t0: float, path: Path, outputs: 
         raise
 
 
-def graph_ops(path: str | Path) -> List[str]:
-    """Sorted operator types used in an ONNX file."""
-    import onnx
-
-    m = onnx.load(str(path))
-    return sorted({n.op_type for n in m.graph.node})
-
-
-def _rel_err(a: np.ndarray, b: np.ndarray) -> float:
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     """Relative error ||a - b||_2 / ||b||_2 over the whole batch."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a64 - b64) / max(float(np.linalg.norm(b64)), 1e-30))
@@ -130,13 +132,9 @@ def check_energy_grad(path: str | Path, model: EnergyNet, batches: Iterable[int]
     ``*_max`` entries give max-abs over max-abs for information); raises
     :class:`ExportCheckError` when ``grad_a`` or ``energy`` exceeds ``tol``.
     """
-    import onnxruntime as ort
-
     cfg = model.cfg
     ref = copy.deepcopy(model).to("cpu", torch.float64).eval()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(path, threads=1)
     gen = torch.Generator().manual_seed(seed)
     worst = {"grad_a": 0.0, "energy": 0.0, "grad_a_max": 0.0, "energy_max": 0.0}
     T = cfg.schedule.T
@@ -152,8 +150,8 @@ def check_energy_grad(path: str | Path, model: EnergyNet, batches: Iterable[int]
         g_ref, e_ref = (-s).numpy(), e.detach().numpy()
         if g_ort.shape != g_ref.shape or e_ort.shape != e_ref.shape:
             raise ExportCheckError(f"shape mismatch: onnx {g_ort.shape},{e_ort.shape} vs torch {g_ref.shape},{e_ref.shape}")
-        worst["grad_a"] = max(worst["grad_a"], _rel_err(g_ort, g_ref))
-        worst["energy"] = max(worst["energy"], _rel_err(e_ort, e_ref))
+        worst["grad_a"] = max(worst["grad_a"], rel_err(g_ort, g_ref))
+        worst["energy"] = max(worst["energy"], rel_err(e_ort, e_ref))
         worst["grad_a_max"] = max(worst["grad_a_max"], _max_rel_err(g_ort, g_ref))
         worst["energy_max"] = max(worst["energy_max"], _max_rel_err(e_ort, e_ref))
     if not (worst["grad_a"] <= tol and worst["energy"] <= tol):
@@ -174,22 +172,20 @@ def export_energy_grad(model: EnergyNet, path: str | Path, tol: float = 1e-5, ch
 def export_vision(encoder: nn.Module, image_shape: Tuple[int, int, int], path: str | Path,
                   tol: float = 1e-4) -> Dict[str, float]:
     """Export ``vision.onnx`` (image [B,3,H,W] -> features [B,F]) and verify it."""
-    import onnxruntime as ort
-
     path = Path(path)
     enc = copy.deepcopy(encoder).to("cpu", torch.float32).eval()
     x = torch.randn(2, *image_shape)
-    _export(enc, (x,), path, ["image"], ["features"], {"image": {0: "batch"}, "features": {0: "batch"}})
+    export_onnx(enc, (x,), path, ["image"], ["features"], {"image": {0: "batch"}, "features": {0: "batch"}})
     try:
         bad = sorted(set(graph_ops(path)) - ALLOWED_OPS - {"InstanceNormalization", "GroupNormalization"})
         if bad:
             raise ExportCheckError(f"vision.onnx uses operators outside the allowed set: {bad}")
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        sess = ort_session(path)
         xs = torch.randn(3, *image_shape, generator=torch.Generator().manual_seed(1))
         (f_ort,) = sess.run(["features"], {"image": xs.numpy()})
         with torch.no_grad():
             f_ref = copy.deepcopy(encoder).to("cpu", torch.float64).eval()(xs.double()).numpy()
-        err = _rel_err(f_ort, f_ref)
+        err = rel_err(f_ort, f_ref)
         if err > tol:
             raise ExportCheckError(f"vision.onnx differs from torch: relative error {err} > {tol}")
         return {"features": err}
@@ -225,15 +221,9 @@ def check_eps(path: str | Path, model: nn.Module, batches: Iterable[int] = (1, 7
     returns ``{"eps_max_abs": .., "eps": ..}`` (max-abs error and relative L2
     error); raises :class:`ExportCheckError` when the max-abs error exceeds ``tol``.
     """
-    import onnxruntime as ort
-
-    from .diffusion import NUM_TRAIN_TIMESTEPS
-
     cfg = model.cfg
     ref = copy.deepcopy(model).to("cpu", torch.float64).eval()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(path, threads=1)
     gen = torch.Generator().manual_seed(seed)
     worst = {"eps_max_abs": 0.0, "eps": 0.0}
     for B in batches:
@@ -249,7 +239,7 @@ def check_eps(path: str | Path, model: nn.Module, batches: Iterable[int] = (1, 7
         if e_ort.shape != e_ref.shape:
             raise ExportCheckError(f"shape mismatch: onnx {e_ort.shape} vs torch {e_ref.shape}")
         worst["eps_max_abs"] = max(worst["eps_max_abs"], float(np.max(np.abs(e_ort.astype(np.float64) - e_ref))))
-        worst["eps"] = max(worst["eps"], _rel_err(e_ort, e_ref))
+        worst["eps"] = max(worst["eps"], rel_err(e_ort, e_ref))
     if not worst["eps_max_abs"] <= tol:
         raise ExportCheckError(f"ONNX eps differs from torch: max abs error {worst['eps_max_abs']} > {tol}")
     return worst
@@ -268,3 +258,59 @@ def export_eps(model: nn.Module, path: str | Path, tol: float = EPS_TOL, check: 
     graph = EpsGraph(m).eval()
     return _export_action_graph(graph, cfg, 50.0, path, ["eps"],
                                 lambda: check_eps(path, model, tol=tol) if check else {})
+
+
+# ---------------------------------------------------------------------------
+# a whole bundle: checked graphs plus the manifest
+# ---------------------------------------------------------------------------
+def write_bundle(out_dir: str | Path, model, name: str, action_mean: Sequence[float], action_std: Sequence[float],
+                 state_mean: Optional[Sequence[float]] = None, state_std: Optional[Sequence[float]] = None,
+                 vision_encoder=None, ref_seed: int = 0, steps: int = 20,
+                 calibration: Optional[Dict[str, Any]] = None, tol: Optional[float] = None,
+                 overwrite: bool = True, clip_sample: float = 0.0,
+                 training: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Export graphs (each verified against torch) and write a complete bundle.
+
+    ``model`` is an EnergyFlow network, EnergyUNet or DenoiserEnergy
+    (``energy_grad.onnx``, relative-error gate ``tol``, default 1e-5) or a
+    NoiseUNet (``eps.onnx``, max-abs gate ``tol``, default 1e-4;
+    ``clip_sample`` goes into the schedule). ``training`` (how the loss drew
+    and weighted noise levels, :meth:`TrainConfig.noise_record`) is written to
+    the manifest's ``model.training`` when given. Graphs are first written to a temporary sibling directory; the bundle is
+    only moved into place when every check passed, so a failing export never
+    leaves a bundle behind.
+    """
+    cfg: ModelConfig = model.cfg
+    out = Path(out_dir)
+    tmp = out.parent / (out.name + ".tmp-export")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        if cfg.policy == "diffusion":
+            check = {"eps": export_eps(model, tmp / "eps.onnx", tol=EPS_TOL if tol is None else tol)}
+        else:
+            check = {"energy_grad": export_energy_grad(model, tmp / "energy_grad.onnx",
+                                                       tol=1e-5 if tol is None else tol)}
+        verr = None
+        if cfg.images:
+            if vision_encoder is None:
+                raise ValueError("model config has image observations but no vision encoder was given")
+            if len(cfg.images) > 1:
+                raise NotImplementedError("bundles with more than one camera are not supported yet")
+            verr = export_vision(vision_encoder, tuple(cfg.images[0].shape), tmp / "vision.onnx")
+        extra: Dict[str, Any] = {"export_check": {**check, "vision": verr}}
+        if training is not None:
+            extra["training"] = training
+        man = build_manifest(cfg, name, action_mean, action_std, state_mean, state_std,
+                             reference_actions(cfg, ref_seed), steps, calibration,
+                             extra_model=extra, clip_sample=clip_sample)
+        if out.exists():
+            if not overwrite:
+                raise FileExistsError(out)
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return write_manifest(out, man)

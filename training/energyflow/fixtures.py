@@ -25,6 +25,7 @@ a useful detector.
 """
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
@@ -33,11 +34,17 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from .bundle import read_manifest, write_bundle
-from .config import ModelConfig, Schedule, TINY_SIZE
+from .bundle import read_manifest, write_manifest
+from .config import TINY_SIZE, ModelConfig, Schedule
+from .ddim import OrtEps, ddim_coefficients, ddim_sample
+from .diffusion import NoiseUNet, TorchEps, clip_sample_range, ddpm_loss
+from .export import write_bundle
+from .graphs import ort_session
 from .losses import dsm_loss
 from .model import energy_model
 from .sampler import OrtEnergyGrad, TorchEnergyGrad, sample
+from .state_term import (GRAPH_FILE, StateEnergyReading, StateTermConfig, export_state_energy, fit_reading,
+                         manifest_block, read, score_calibration, sigma_grid, train_state_term)
 
 FIXTURE_STEPS = 10
 #: defaults per policy kind: (sampler steps in the cases, training steps).
@@ -71,8 +78,6 @@ def train_tiny(cfg: ModelConfig, steps: int = 120, seed: int = 0, batch: int = 3
     The energy network of ``cfg.energy_head`` with the DSM loss, or NoiseUNet
     with the DDPM loss when ``cfg.policy == "diffusion"``.
     """
-    from .diffusion import NoiseUNet, ddpm_loss
-
     torch.manual_seed(seed)
     diffusion = cfg.policy == "diffusion"
     model = NoiseUNet(cfg) if diffusion else energy_model(cfg)
@@ -122,14 +127,10 @@ def _case_inputs(cfg: ModelConfig, seed: int, i: int, s_mean: np.ndarray, s_std:
 FIXTURE_STATE_TERM = dict(hidden=(32, 32), sigmas=4, steps=300, batch_size=64, warmup_steps=20)
 
 
-def add_state_term(bdir: Path, man: Dict[str, Any], seed: int = 0, steps: Optional[int] = None) -> Any:
+def add_state_term(bdir: Path, man: Dict[str, Any], seed: int = 0,
+                   steps: Optional[int] = None) -> StateEnergyReading:
     """Train a tiny state term on synthetic standard-normal cond, export it into
-    ``bdir`` with its manifest block and return the reading (a
-    :class:`~energyflow.state_term.StateEnergyReading`)."""
-    from .bundle import write_manifest
-    from .state_term import (StateTermConfig, export_state_energy, fit_reading, manifest_block, read,
-                             score_calibration, sigma_grid, train_state_term, GRAPH_FILE)
-
+    ``bdir`` with its manifest block and return the reading."""
     kw = dict(FIXTURE_STATE_TERM)
     if steps is not None:
         kw["steps"] = steps
@@ -151,14 +152,8 @@ def add_state_term(bdir: Path, man: Dict[str, Any], seed: int = 0, steps: Option
 class _StateEnergyRef:
     """state_energy of cond rows on ONNX Runtime (the reference) and torch float64 (the cross-check)."""
 
-    def __init__(self, bdir: Path, man: Dict[str, Any], reading: Any) -> None:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        self.sess = ort.InferenceSession(str(bdir / man["state_energy"]["graph"]), so,
-                                         providers=["CPUExecutionProvider"])
-        import copy
+    def __init__(self, bdir: Path, man: Dict[str, Any], reading: StateEnergyReading) -> None:
+        self.sess = ort_session(bdir / man["state_energy"]["graph"], threads=1)
         self.ref = copy.deepcopy(reading).to("cpu", torch.float64).eval()
 
     def __call__(self, cond: np.ndarray) -> Tuple[float, float]:
@@ -261,8 +256,6 @@ def make_fixtures(out: str | Path, n_cases: int = 24, seed: int = 0, action_dim:
 def _diffusion_cases(out: Path, bdir: Path, cfg: ModelConfig, model: torch.nn.Module, n_cases: int, seed: int,
                      steps: int) -> Dict[str, Any]:
     """Diffusion bundle + DDIM cases (ONNX Runtime, cross-checked against torch)."""
-    from .diffusion import OrtEps, TorchEps, clip_sample_range, ddim_sample
-
     # clip to the toy data's range, as training does with its windows
     _, toy = _toy_batch(cfg, 4096, torch.Generator().manual_seed(seed + 99))
     clip = clip_sample_range(toy.numpy())
@@ -298,8 +291,6 @@ def _diffusion_cases(out: Path, bdir: Path, cfg: ModelConfig, model: torch.nn.Mo
 def _first_step_clipped(fn, cond: np.ndarray, z: np.ndarray, alphas_cumprod: np.ndarray, steps: int,
                         clip: float) -> bool:
     """Whether the first DDIM step's x0 prediction leaves [-clip, clip] (the fixture exercises clipping)."""
-    from .diffusion import ddim_coefficients
-
     if clip <= 0:
         return False
     ts, co = ddim_coefficients(alphas_cumprod, steps)

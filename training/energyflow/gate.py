@@ -30,6 +30,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .data import load_hdf5
 from .rollout import Planner, Smoothness, chunk_smoothness, load_planner, rollout, world_class
 
 
@@ -92,7 +93,7 @@ def judge(policy: Smoothness, demos: Smoothness, success: Optional[float], lim: 
 
 def demo_scenes(data: str | Path, n: int) -> List[tuple]:
     """(task, level, seed) of the first ``n`` demonstrations, from the recorder's attributes."""
-    import h5py
+    import h5py  # optional heavy dependency of the data paths (as energyflow.data): only when scenes are replayed
 
     with h5py.File(data, "r") as f:
         g = f["data"]
@@ -112,8 +113,6 @@ def run_gate(bundle: str | Path, data: str | Path, episodes: int = 20, windows: 
              max_steps: int = 500, steps: Optional[int] = None, seed: int = 0,
              limits: Optional[GateLimits] = None, planner: Optional[Planner] = None) -> GateResult:
     """Measure and judge; ``episodes`` 0 skips the rollouts."""
-    from .data import load_hdf5
-
     lim = limits or GateLimits()
     pl = planner or load_planner(bundle, steps)
     st = next(o for o in pl.manifest["obs"] if o["kind"] == "state")

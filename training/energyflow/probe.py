@@ -31,11 +31,18 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from .bundle import read_manifest
+from .config import Schedule
+from .data import load_hdf5, split_demos
+from .ddim import OrtEps, ddim_sample
+from .sampler import OrtEnergyGrad, sample
 
 DEFAULT_SIGMAS = (7.0, 2.0, 0.5, 0.1)
 
@@ -51,8 +58,6 @@ class ProbeBundle:
     """A state-conditioned energyflow or diffusion bundle on ONNX Runtime."""
 
     def __init__(self, path: str | Path, steps: Optional[int] = None, threads: int = 1) -> None:
-        from .bundle import read_manifest
-
         self.path = Path(path)
         man = read_manifest(self.path)
         self.man = man
@@ -70,15 +75,10 @@ class ProbeBundle:
         self.T_o, self.T_p, self.D_a = man["obs_horizon"], man["pred_horizon"], man["action_dim"]
         sch = man["schedule"]
         if self.policy == "diffusion":
-            from .diffusion import OrtEps
-
             self.eps = OrtEps(self.path / man["graphs"]["eps"]["file"], threads=threads)
             self.alphas_cumprod = np.asarray(sch["alphas_cumprod"], np.float64)
             self.clip = float(sch.get("clip_sample", 0.0))
         else:
-            from .config import Schedule
-            from .sampler import OrtEnergyGrad
-
             self.grad = OrtEnergyGrad(self.path / man["graphs"]["energy_grad"]["file"], threads=threads)
             self.schedule = Schedule(**{k: sch[k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
         self.steps = int(steps or man["sampler"]["steps"])
@@ -97,12 +97,8 @@ class ProbeBundle:
     def sample(self, cond: np.ndarray, z: np.ndarray) -> np.ndarray:
         """Raw action chunks [B, T_p, D_a] from noise z [B, T_p, D_a] (the bundle's reference sampler)."""
         if self.policy == "diffusion":
-            from .diffusion import ddim_sample
-
             return ddim_sample(self.eps, cond, z, self.alphas_cumprod, self.steps, self.clip,
                                self.a_mean, self.a_std).actions
-        from .sampler import sample
-
         return sample(self.grad, cond, z, self.schedule, self.steps, self.a_mean, self.a_std).actions
 
     def sigma_point(self, sigma: float) -> Tuple[float, Dict[str, float]]:
@@ -146,8 +142,6 @@ class StartStates:
 def start_states(data: str | Path, state_key: str, T_o: int, T_p: int, episodes: int = 20,
                  val_fraction: float = 0.1, split_seed: int = 0, all_demos: bool = False) -> StartStates:
     """First frames (and first action chunks) of up to ``episodes`` held-out demos (training's by-demo split)."""
-    from .data import load_hdf5, split_demos
-
     demos, _ = load_hdf5(data, [state_key])
     held = list(demos) if all_demos else split_demos(demos, val_fraction, split_seed)[1]
     if not held:
@@ -331,8 +325,6 @@ def probe_main(args) -> int:
                         sig, args.top, not args.no_group, args.steps, args.val_fraction, args.split_seed,
                         args.all_demos, args.seed, args.threads)
     except ProbeError as e:
-        import sys
-
         print(f"probe: {e}", file=sys.stderr)
         return 2
     print(json.dumps(res, indent=1) if args.json else format_probe(res))

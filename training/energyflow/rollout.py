@@ -11,7 +11,9 @@ State bundles only (an image bundle needs the camera; use ``sim eval``).
 """
 from __future__ import annotations
 
-import math
+import argparse
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -19,6 +21,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from .bundle import read_manifest
+from .config import Schedule
+from .ddim import OrtEps, ddim_sample
+from .sampler import OrtEnergyGrad, sample
+from .stats import wilson  # its old home: `from energyflow.rollout import wilson` keeps working
 
 
 @dataclass
@@ -64,17 +70,12 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
     sch = man["schedule"]
     k = steps or man["sampler"]["steps"]
     if man.get("policy") == "diffusion":
-        from .diffusion import OrtEps, ddim_sample
-
         eps = OrtEps(Path(bundle) / man["graphs"]["eps"]["file"], threads=threads)
         ac = np.asarray(sch["alphas_cumprod"], np.float64)
 
         def plan(cond: np.ndarray, z: np.ndarray) -> np.ndarray:
             return ddim_sample(eps, cond, z, ac, k, sch["clip_sample"], mean, std).actions
     else:
-        from .config import Schedule
-        from .sampler import OrtEnergyGrad, sample
-
         eg = OrtEnergyGrad(Path(bundle) / man["graphs"]["energy_grad"]["file"], threads=threads)
         sc = Schedule(**{key: sch[key] for key in ("sigma_min", "sigma_max", "T", "gamma")})
 
@@ -101,11 +102,9 @@ def world_class():
     for). The simulator is the repository's ``sim`` package: run from the
     repository root (``python -m`` puts the working directory on the path)
     or with the root on PYTHONPATH."""
-    import os
-
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     try:
-        from sim.world import World
+        from sim.world import World  # the simulator and MuJoCo (heavy, optional): only when rollouts run
     except ImportError as e:
         raise RuntimeError("rollouts on Meta-World need the simulator, the repository's sim/ package: "
                            f"run from the repository root or put it on PYTHONPATH ({e})") from e
@@ -222,18 +221,6 @@ def chunk_smoothness(planner: Planner, demos: Sequence, state_key: str = "state"
             "demos": smoothness(np.stack(demo_chunks), planner.action_std, level)}
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple:
-    """Wilson score interval of k successes in n episodes (95 % at z = 1.96),
-    as scripts/eval_report.py computes it; (0, 1) for n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.
 
@@ -250,9 +237,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     separates what the policy does from what the runtime adds
     (docs/evaluation.md).
     """
-    import argparse
-    import json
-
     p = argparse.ArgumentParser(prog="python -m energyflow.rollout",
                                 description="Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.")
     p.add_argument("bundle")

@@ -31,7 +31,9 @@ from typing import Optional, Protocol, Tuple
 
 import numpy as np
 
+from .bundle import read_manifest
 from .config import Schedule
+from .graphs import ort_session
 
 
 class EnergyGradFn(Protocol):
@@ -43,12 +45,7 @@ class OrtEnergyGrad:
     """``energy_grad.onnx`` in ONNX Runtime (CPU)."""
 
     def __init__(self, path: str | Path, threads: int = 1) -> None:
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        self.sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        self.sess = ort_session(path, threads=threads, inter_threads=1)
 
     def __call__(self, a: np.ndarray, cond: np.ndarray, t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         g, e = self.sess.run(["grad_a", "energy"], {"a_t": np.ascontiguousarray(a, np.float32),
@@ -61,7 +58,7 @@ class TorchEnergyGrad:
     """A torch :class:`EnergyUNet` through autograd (or its hand-written VJP)."""
 
     def __init__(self, model, use_vjp: bool = False) -> None:
-        import torch
+        import torch  # heavy (~2 s, ~1 GB): the ONNX Runtime sampler (rollouts, calibration) runs without it
 
         self.torch = torch
         self.model = model.eval()
@@ -150,8 +147,6 @@ def sample(fn: EnergyGradFn, cond: np.ndarray, noise: np.ndarray, schedule: Sche
 def sample_bundle(bundle_dir: str | Path, cond: np.ndarray, noise: np.ndarray, steps: Optional[int] = None,
                   threads: int = 1) -> SampleResult:
     """Run Algorithm 2 on a bundle directory with ONNX Runtime."""
-    from .bundle import read_manifest
-
     man = read_manifest(bundle_dir)
     sch = Schedule(**{k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
     fn = OrtEnergyGrad(Path(bundle_dir) / man["graphs"]["energy_grad"]["file"], threads=threads)

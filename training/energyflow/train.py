@@ -34,102 +34,26 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
 
-from .config import (LEGACY_ENERGY_HEAD, PAPER_SIZE, TINY_SIZE, ImageSpec, ModelConfig, TrainConfig,
-                     merge_train_config)
+from .checkpoint import load_checkpoint, load_checkpoint_policy
+from .config import LEGACY_ENERGY_HEAD, PAPER_SIZE, TINY_SIZE, ModelConfig, TrainConfig, merge_train_config
 from .data import DataError, Normalizer, WindowDataset, load_hdf5, split_demos
-from .diffusion import NoiseUNet, clip_sample_range, ddpm_loss, sample_timesteps
-from .losses import dsm_loss, sample_t_lognormal, sample_t_uniform, sigma_t
-from .model import energy_model, recompute_spectral_norm
-from .preprocess import preprocess_batch
+from .diffusion import clip_sample_range
+from .distill import Teacher, scene_shift, start_states
+from .export import write_bundle
+from .losses import sigma_t
+from .model import recompute_spectral_norm
+from .policy import Policy
 
-
-# ---------------------------------------------------------------------------
-# policy = energy network + optional vision encoder; builds cond from a batch
-# ---------------------------------------------------------------------------
-class Policy(nn.Module):
-    """Policy network plus (optional) image encoder; ``cond`` layout per docs/bundle.md.
-
-    The network is ``self.energy`` (EnergyUNet or DenoiserEnergy, by
-    ``cfg.energy_head``) for ``policy: energyflow`` or
-    ``self.noise`` (NoiseUNet) for ``policy: diffusion``; :attr:`net` is
-    whichever is present (checkpoint keys stay ``energy.*`` for EnergyFlow).
-    """
-
-    def __init__(self, cfg: ModelConfig, vision_weights: Optional[str] = None) -> None:
-        super().__init__()
-        self.cfg = cfg
-        if cfg.policy == "diffusion":
-            self.noise = NoiseUNet(cfg)
-        else:
-            self.energy = energy_model(cfg)
-        self.vision = None
-        if cfg.images:
-            from .vision import ResNet18GN, load_vision_weights
-
-            if len(cfg.images) > 1:
-                raise NotImplementedError("one camera per policy is supported")
-            self.vision = ResNet18GN(cfg.images[0].width)
-            if vision_weights:
-                load_vision_weights(self.vision, vision_weights)
-
-    @property
-    def net(self) -> nn.Module:
-        """The action network: EnergyUNet / DenoiserEnergy (energyflow) or NoiseUNet (diffusion)."""
-        return self.noise if self.cfg.policy == "diffusion" else self.energy
-
-    def sample_t(self, batch: int, gen: torch.Generator, device: torch.device,
-                 tcfg: Optional[TrainConfig] = None) -> torch.Tensor:
-        """Training times: integer k ~ U{0..N-1} as float32 (diffusion); for energyflow
-        t ~ U[0, T] or, with ``tcfg.sigma_sampling == "lognormal"``, t of a log-normal sigma."""
-        if self.cfg.policy == "diffusion":
-            return sample_timesteps(batch, gen, device)
-        if tcfg is not None and tcfg.sigma_sampling == "lognormal":
-            return sample_t_lognormal(batch, self.cfg.schedule, tcfg.sigma_mean, tcfg.sigma_std, gen, device)
-        return sample_t_uniform(batch, self.cfg.schedule, gen, device)
-
-    def loss(self, a0: torch.Tensor, cond: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
-             weighting: str = "sigma2", target: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """DSM loss (energyflow, Algorithm 1; ``weighting`` sigma2 | edm; ``target`` a teacher's
-        noise estimate in place of eps) or DDPM epsilon MSE (diffusion) for fixed t/eps."""
-        if self.cfg.policy == "diffusion":
-            return ddpm_loss(self.noise, a0, cond, k=t, eps=eps)
-        return dsm_loss(self.energy, a0, cond, self.cfg.schedule, t=t, eps=eps, weighting=weighting,
-                        target=target)
-
-    def image_spec(self, im: ImageSpec) -> Dict[str, Any]:
-        return {"resize": list(im.resize), "crop": [im.shape[1], im.shape[2]], "channel_order": "RGB",
-                "mean": list(im.mean), "std": list(im.std)}
-
-    def build_cond(self, batch: Dict[str, torch.Tensor], train: bool = False) -> torch.Tensor:
-        """cond [B, T_o * step_width]: per history step (oldest first) state then image features."""
-        cfg = self.cfg
-        parts: List[torch.Tensor] = []
-        B = batch["actions"].shape[0]
-        if cfg.state_dim > 0:
-            parts.append(batch["state"].reshape(B, cfg.obs_horizon, cfg.state_dim))
-        for im in cfg.images:
-            imgs = batch[im.name]  # [B,T_o,H,W,3] uint8
-            flat = imgs.reshape(B * cfg.obs_horizon, *imgs.shape[2:])
-            x = preprocess_batch(flat, self.image_spec(im))
-            if train:
-                x = _random_shift(x, pad=4)
-            f = self.vision(x).reshape(B, cfg.obs_horizon, -1)
-            parts.append(f)
-        return torch.cat(parts, dim=-1).reshape(B, -1)
-
-
-def _random_shift(x: torch.Tensor, pad: int) -> torch.Tensor:
-    """Random-shift augmentation (replicate pad + random crop back to size)."""
-    B, C, H, W = x.shape
-    xp = torch.nn.functional.pad(x, (pad, pad, pad, pad), mode="replicate")
-    ox = torch.randint(0, 2 * pad + 1, (B,), device=x.device)
-    oy = torch.randint(0, 2 * pad + 1, (B,), device=x.device)
-    rows = (oy[:, None] + torch.arange(H, device=x.device)[None]).reshape(B, 1, H, 1).expand(B, C, H, W + 2 * pad)
-    xp = torch.gather(xp, 2, rows)
-    cols = (ox[:, None] + torch.arange(W, device=x.device)[None]).reshape(B, 1, 1, W).expand(B, C, H, W)
-    return torch.gather(xp, 3, cols)
+# the policy and checkpoint loading live below this module (energyflow.policy,
+# energyflow.checkpoint); their old names here keep working
+__all__ = ["EMA", "LossModule", "Policy", "Trainer", "build_datasets", "export_from_checkpoint", "export_policy",
+           "export_random", "load_checkpoint", "load_checkpoint_policy", "lr_lambda", "seed_everything",
+           "train_main"]
 
 
 class LossModule(nn.Module):
@@ -218,8 +142,6 @@ class Trainer:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         if self.world > 1:
-            import torch.distributed as dist
-
             if not dist.is_initialized():
                 dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
             local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -234,8 +156,6 @@ class Trainer:
         self.policy = Policy(mcfg, vision_weights).to(self.device)
         self.loss_mod: nn.Module = LossModule(self.policy, tcfg.loss_weighting)
         if self.world > 1:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.loss_mod = DDP(self.loss_mod, device_ids=ids)
         self.ema = EMA(self.policy, tcfg.ema_decay, tcfg.ema_power)
@@ -254,8 +174,6 @@ class Trainer:
         if tcfg.teacher:
             if mcfg.policy != "energyflow":
                 raise ValueError("--teacher distils an energyflow policy; this run trains a diffusion one")
-            from .distill import Teacher, start_states
-
             self.teacher = Teacher.load(tcfg.teacher, mcfg, meta, self.device)
             self.starts = start_states(train_ds.state, [d.length for d in train_ds.demos])
 
@@ -323,8 +241,6 @@ class Trainer:
 
     def _distill_loss(self, batch: Dict[str, torch.Tensor], t: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         """The loss against the teacher: noise levels on its grid, scene shifts it labels."""
-        from .distill import scene_shift
-
         tc = self.tcfg
         t, k = self.teacher.snap(t, self.mcfg.schedule)
         shift = torch.from_numpy(scene_shift(self.starts, t.shape[0], self.mcfg.obs_horizon, tc.teacher_shift,
@@ -363,8 +279,6 @@ class Trainer:
         tc = self.tcfg
         bar = None
         if self.progress:
-            from tqdm import tqdm
-
             bar = tqdm(total=tc.steps, initial=self.step, dynamic_ncols=True, desc="train", unit="it")
         log = open(self.out / "log.jsonl", "a") if self.rank == 0 else None
         t0, s0 = time.time(), self.step
@@ -457,7 +371,7 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     if resume:
         rp = outp / "latest.pt" if resume == "auto" else Path(resume)
         if rp.exists():
-            ckpt = torch.load(str(rp), map_location="cpu", weights_only=False)
+            ckpt = load_checkpoint(rp)
             kind = ckpt["model_cfg"].get("policy", "energyflow")
             if model_over.get("policy", kind) != kind:
                 raise ValueError(f"{rp}: checkpoint holds a {kind!r} policy, not {model_over['policy']!r}")
@@ -502,31 +416,11 @@ def export_policy(policy: Policy, meta: Dict[str, Any], out: Path, name: str,
     ``meta["training"]`` (noise-level law and loss weight) goes into the
     manifest's ``model.training``.
     """
-    from .bundle import write_bundle
-
     recompute_spectral_norm(policy)
     sn = meta.get("state_norm") or {}
     return write_bundle(out, policy.net, name, meta["action_norm"]["mean"], meta["action_norm"]["std"],
                         sn.get("mean"), sn.get("std"), vision_encoder=policy.vision, tol=tol,
                         clip_sample=float(meta.get("clip_sample", 0.0)), training=meta.get("training"))
-
-
-def load_checkpoint_policy(path: str | Path, use_ema: bool = True) -> Tuple[Policy, Dict[str, Any]]:
-    """Policy (EMA or live weights, eval mode) and the run's ``meta`` of a checkpoint.
-
-    Checkpoints from before ``energy_head`` hold the pooled head; their meta
-    gets the ``training`` record from the checkpoint's train config.
-    """
-    ck = torch.load(str(path), map_location="cpu", weights_only=False)
-    mcfg = ModelConfig.from_saved(ck["model_cfg"])
-    pol = Policy(mcfg)
-    pol.load_state_dict(ck["ema"] if use_ema else ck["policy"])
-    meta = dict(ck["meta"])
-    if mcfg.policy == "energyflow" and "training" not in meta:
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        meta["training"] = TrainConfig(**{k: v for k, v in ck.get("train_cfg", {}).items() if k in known}
-                                       ).for_head(mcfg.energy_head).noise_record()
-    return pol.eval(), meta
 
 
 def export_from_checkpoint(ckpt: str, out: str, name: Optional[str] = None, use_ema: bool = True,

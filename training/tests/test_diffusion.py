@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from energyflow import cli
-from energyflow.bundle import read_manifest, sha256_file, write_bundle
+from energyflow.bundle import read_manifest, sha256_file
+from energyflow.export import write_bundle
 from energyflow.config import ModelConfig, TINY_SIZE, TrainConfig
 from energyflow.data import write_hdf5
 from energyflow.diffusion import (NoiseUNet, OrtEps, betas_for_alpha_bar, clip_sample_range,

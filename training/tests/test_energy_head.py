@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from energyflow import cli
-from energyflow.bundle import model_config_from_manifest, read_manifest, write_bundle
+from energyflow.bundle import model_config_from_manifest, read_manifest
 from energyflow.config import LEGACY_ENERGY_HEAD, ModelConfig, Schedule, TINY_SIZE, TrainConfig
 from energyflow.data import write_hdf5
-from energyflow.export import ExportCheckError, export_energy_grad
+from energyflow.export import ExportCheckError, export_energy_grad, write_bundle
 from energyflow.losses import dsm_loss, sample_t_lognormal, sigma_t, t_of_sigma
 from energyflow.model import (DenoiserEnergy, EnergyUNet, VectorUNet, energy_model, recompute_spectral_norm)
 from test_export_bundle import check_export_graph

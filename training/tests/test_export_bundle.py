@@ -8,9 +8,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from energyflow.bundle import BundleError, read_manifest, sha256_file, write_bundle, write_manifest
+from energyflow.bundle import BundleError, read_manifest, sha256_file, write_manifest
 from energyflow.config import ModelConfig, TINY_SIZE
-from energyflow.export import ExportCheckError, export_energy_grad, graph_ops
+from energyflow.export import ExportCheckError, export_energy_grad, graph_ops, write_bundle
 from energyflow.model import EnergyUNet
 
 torch.set_num_threads(1)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from energyflow.bundle import write_bundle
+from energyflow.export import write_bundle
 from energyflow.config import ModelConfig, TINY_SIZE
 from energyflow.data import Demo
 from energyflow.gate import GateLimits, demo_scenes, judge, run_gate

@@ -20,7 +20,7 @@ from energyflow.bundle import build_manifest, write_manifest
 from energyflow.config import ModelConfig
 from energyflow.data import Demo, write_hdf5
 from energyflow.diffusion import ddpm_alphas_cumprod
-from energyflow.export import _export
+from energyflow.export import export_onnx
 from energyflow.probe import ProbeError, parse_dims, run_probe, top_varying_groups
 
 torch.set_num_threads(1)
@@ -89,7 +89,7 @@ def _bundle(out: Path, policy: str) -> Path:
         outs, mod, f = ["eps"], ExactEps(), "eps.onnx"
     else:
         outs, mod, f = ["grad_a", "energy"], ExactEnergy(cfg), "energy_grad.onnx"
-    _export(mod, args, out / f, names, outs, {n: {0: "batch"} for n in names + outs})
+    export_onnx(mod, args, out / f, names, outs, {n: {0: "batch"} for n in names + outs})
     man = build_manifest(cfg, f"exact-{policy}", A_MEAN, A_STD, S_MEAN, S_STD)
     write_manifest(out, man)
     return out

@@ -11,10 +11,10 @@ import torch
 
 from energyflow import cli
 from energyflow import state_term as st
-from energyflow.bundle import read_manifest, write_bundle
+from energyflow.bundle import read_manifest
 from energyflow.config import TINY_SIZE, ModelConfig
 from energyflow.data import Demo, Normalizer, split_demos, write_hdf5
-from energyflow.export import ALLOWED_OPS, OPSET, ExportCheckError, graph_ops
+from energyflow.export import ALLOWED_OPS, OPSET, ExportCheckError, graph_ops, write_bundle
 from energyflow.model import EnergyUNet
 
 torch.set_num_threads(1)
