@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from energyflow.stats import wilson
 
 # Paper Table 2 (Meta-World, level 0, success %, mean over 5 seeds).
 PAPER = {
@@ -121,16 +122,6 @@ class Cell:
     fault: str
     summary: dict
     episodes: List[Episode]
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> Tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 def auroc(neg: Sequence[float], pos: Sequence[float]) -> float:

@@ -64,15 +64,13 @@ EF_SCREENSHOT="$out/end.png" node telemetry/browsertest/watch.mjs >"$out/browser
 kill -INT "$demo" 2>/dev/null || true
 wait "$demo" 2>/dev/null || true
 .venv/bin/python - "$out" "$task" "$minutes" "$busy" "$started" <<'PY'
-import json, math, re, sys
+import json, re, sys
+
+from energyflow.stats import wilson
+
 out, task, minutes, busy, started = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 browser = json.loads(next(l[7:] for l in open(f"{out}/browser.out") if l.startswith("RESULT ")))
 check_at = browser.get("check_started_at")
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return [0.0, 1.0]
-    p = k / n; d = 1 + z * z / n; c = p + z * z / (2 * n); h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return [round((c - h) / d, 3), round((c + h) / d, 3)]
 kv = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 episodes, stops, refused = [], [], 0
 watch_end = None
@@ -85,7 +83,7 @@ for line in open(f"{out}/sim.err"):
 watched = [s for s in stops if not check_at or s["time"] < check_at]
 n, k = len(episodes), sum(episodes)
 summary = {"task": task, "minutes": minutes, "busy_loops": busy, "viewer": browser,
-           "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": wilson(k, n),
+           "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": [round(v, 3) for v in wilson(k, n)],
            "stops_while_watched": len(watched), "stops": stops}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(f"{task}: {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "

@@ -16,23 +16,14 @@ Reads ``energyflow sim eval --json`` summaries (and, for the AUROC, their
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from energyflow.stats import wilson
+
 WITHIN = {"push": 10, "object": 10, "zero_state": 5}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> Tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = p + z * z / (2 * n)
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (c - h) / d, (c + h) / d
 
 
 def caught(summary: dict, fault: str) -> Tuple[int, int, List[int]]:

@@ -46,7 +46,7 @@ fi
 import json, re, statistics, sys
 from pathlib import Path
 
-from energyflow.rollout import wilson  # the rollouts' Wilson interval, as the report's
+from energyflow.stats import wilson  # the rollouts' Wilson interval, as the report's
 
 rows = {}
 for f in sorted(Path(sys.argv[1]).glob("*.json")):

@@ -62,7 +62,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from energyflow.rollout import wilson
+from energyflow.stats import wilson
 from research.stop import stop_rules as sr
 
 ROOT = Path(__file__).resolve().parents[2]
