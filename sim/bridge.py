@@ -645,6 +645,7 @@ class Bridge:
                 "task": self.world.task, "level": self.world.level, "seed": self.world.seed,
                 "mode": "lockstep" if self.lockstep else "realtime",
                 "camera": list(self.world.camera_size) if self.world.camera_size else None,
+                "camera_name": self.world.camera_name if self.world.camera_size else None,
                 "map": self.map.source, "pid": os.getpid()}
 
 

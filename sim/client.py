@@ -211,7 +211,7 @@ class BridgeProcess:
 
     def __init__(self, task: str = "button-press", map_path: str | Path | None = None, lockstep: bool = True,
                  rate: float | None = None, camera_size: str | None = "96x96", seed: int = 0, level: str = "0",
-                 extra: list[str] | None = None, startup_timeout: float = 120.0):
+                 extra: list[str] | None = None, startup_timeout: float = 120.0, camera_name: str | None = None):
         self.map_path = Path(map_path or REPO / "examples" / "maps" / "metaworld.yaml")
         cmd = [sys.executable, "-m", "sim.bridge", "--task", task, "--map", str(self.map_path),
                "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0", "--seed", str(seed), "--level", level]
@@ -221,6 +221,8 @@ class BridgeProcess:
             cmd += ["--rate", str(rate)]
         if camera_size:
             cmd += ["--camera-size", camera_size]
+            if camera_name:
+                cmd += ["--camera", camera_name]
         else:
             cmd.append("--no-camera")
         cmd += extra or []

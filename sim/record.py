@@ -93,9 +93,11 @@ def record_episode(arm, base: str, task: str, level: str, seed: int, policy, cam
 
 def record(task: str, episodes: int, out: str | Path, camera: bool = False, camera_size: str = "96x96",
            seed: int = 0, level: str = "0", extra_steps: int = 10, max_attempts: int | None = None,
-           max_steps: int | None = None, progress: bool = True, bridge=None) -> dict:
+           max_steps: int | None = None, progress: bool = True, bridge=None,
+           camera_name: str | None = None) -> dict:
     """Record demonstrations; bridge: a running :class:`sim.client.BridgeProcess` to use
-    (its camera size applies), else one is started for the recording."""
+    (its camera size and name apply), else one is started for the recording.
+    camera_name: the MuJoCo camera (default the bridge's, corner2); written in the file."""
     from tqdm import tqdm
 
     task = normalize_task(task)
@@ -108,11 +110,12 @@ def record(task: str, episodes: int, out: str | Path, camera: bool = False, came
     t0 = time.time()
     own = bridge is None
     br = bridge or BridgeProcess(task, camera_size=camera_size if camera else None, seed=seed, level=level,
-                                 extra=["--heartbeat-timeout", "10"])
+                                 extra=["--heartbeat-timeout", "10"], camera_name=camera_name)
     if camera and not br.info.get("camera"):
         raise ValueError("--camera needs a bridge with a camera")
     if camera:
         camera_size = "x".join(str(x) for x in br.info["camera"])
+        camera_name = br.info.get("camera_name") or camera_name
     with contextlib.ExitStack() as stack, h5py.File(out, "w") as f:
         if own:
             stack.callback(br.close)
@@ -165,11 +168,13 @@ def record(task: str, episodes: int, out: str | Path, camera: bool = False, came
         data.attrs["level"] = level
         data.attrs["seed"] = seed
         data.attrs["camera"] = camera_size if camera else ""
+        data.attrs["camera_name"] = camera_name if camera else ""
         data.attrs["obs_keys"] = json.dumps(["state", "proprio", "camera"] if camera else ["state", "proprio"])
         data.attrs["env_args"] = json.dumps({
             "env_name": env_name, "type": "metaworld", "source": "sim.bridge (Modbus + MJPEG)",
             "env_kwargs": {"task": task, "level": level, "goal_observable": True,
-                           "camera": br.info.get("camera"), "camera_name": "corner2"},
+                           "camera": br.info.get("camera"),
+                           "camera_name": camera_name if camera else None},
         })
     summary = {"task": task, "out": str(out), "kept": kept, "attempts": attempts,
                "success_rate": kept / max(attempts, 1), "samples": total,
@@ -184,6 +189,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--camera", action="store_true", help="also record camera frames (obs/camera)")
     p.add_argument("--camera-size", default="96x96")
+    p.add_argument("--camera-name", default=None,
+                   help="MuJoCo camera to record (corner2 by default; topview, corner4, ...)")
     p.add_argument("--seed", type=int, default=0, help="first episode seed (episode i uses seed+i)")
     p.add_argument("--level", default="0")
     p.add_argument("--extra-steps", type=int, default=10, help="steps kept after the first success")
@@ -192,7 +199,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     s = record(a.task, a.episodes, a.out, a.camera, a.camera_size, a.seed, a.level, a.extra_steps,
-               a.max_attempts, a.max_steps, progress=not a.no_progress)
+               a.max_attempts, a.max_steps, progress=not a.no_progress, camera_name=a.camera_name)
     print(json.dumps(s), flush=True)
     print(f"{s['task']}: kept {s['kept']} of {s['attempts']} episodes, success rate {100 * s['success_rate']:.1f}%",
           file=sys.stderr)
