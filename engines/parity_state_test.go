@@ -22,7 +22,7 @@ type parityStateCase struct {
 }
 
 // TestParityStateEnergyWithPythonReference checks the toolkit's state graph
-// (state_energy.onnx, exported by energyflow/state_term.py) on ONNX Runtime
+// (state_energy.onnx, exported by training/energyflow/state_term/) on ONNX Runtime
 // against the Python reference: for every fixture case, the state energy of
 // the cond the runtime builds from the raw observations, through
 // Sampler.ScoreObs and StateEnergy, within 1e-4 relative. The bundle's

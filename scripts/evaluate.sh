@@ -17,7 +17,7 @@
 # button-press and drawer-open at S/M/L and under both faults; LeRobot on
 # button-press. Cells already in the output directory are kept when they were
 # measured under the current protocol (below).
-# --preset cpu50 is the 50-episode grid of docs/evaluation-results-50.md
+# --preset cpu50 is the 50-episode grid of research/notes/evaluation-results-50.md
 # (build/eval50; about 10 min per cell on 2 cores; the published cells ran as
 # two evaluate.sh processes with different --tasks sharing --out): every
 # task at levels 0/S/M/L with EnergyFlow (K = 20, 10) and Diffusion Policy, the
@@ -290,7 +290,7 @@ for policy in $policies; do
   done
 done
 
-# What the monitored energy is made of (docs/evaluation-history.md, "What the energy
+# What the monitored energy is made of (research/notes/evaluation-history.md, "What the energy
 # measures here"): prior term vs scaled residual, on held-out demo windows.
 if [ "$episodes" -gt 2 ]; then
   for task in $fault_tasks; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the policy's own level-0 rollouts through the runtime, for the state
 # term to learn what the policy does when all is well (docs/safety.md, "The
-# state term learns the policy's own driving"):
+# state term and the policy's own driving"):
 #
 #   scripts/rollouts.sh TASK OUT [EPISODES_PER_DELAY] [SEED]
 #

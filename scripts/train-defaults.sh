@@ -12,7 +12,7 @@
 #
 # EnergyFlow uses the quadratic denoiser energy head (ENERGY_HEAD=denoiser, the
 # default, as for `energyflow train`: log-normal sigma, EDM weighting;
-# docs/evaluation.md, "The energy head"). The five shipped Meta-World state
+# research/notes/evaluation-log.md, "The energy head"). The five shipped Meta-World state
 # bundles were made this way (BinPicking with FORCE=1: it fails the gate's
 # training scenes, 13/20 distilled, as its DP does), and so is the camera bundle. A
 # denoiser bundle is calibrated in closed loop (`energyflow sim calibrate`, 40 level-0
@@ -37,7 +37,7 @@
 #   TEACHER_SHIFT=1.5 FORCE=1 scripts/train-defaults.sh bin-picking
 #   POLICY=diffusion scripts/train-defaults.sh hammer
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
-# (about 45 min per task for the second; docs/evaluation.md, "Distilling the
+# (about 45 min per task for the second; research/notes/evaluation-log.md, "Distilling the
 # energy from Diffusion Policy" and "A distilled Hammer"; the shipped Hammer's
 # 10 Hz calibration comes from research/stop/false_trips.py --write on its own hours).
 # Assembly is not (its DP run was not kept as a teacher): plain denoising
@@ -138,12 +138,12 @@ for task in "${tasks[@]}"; do
       # held-out q99.9 trips at the grasp in most normal episodes, so it is calibrated on
       # level-0 driving: 60 episodes (seeds 3000-3059, K=10 as they run), alpha 5 % per episode
       # (the shipped ones: on the same seeds' traces from research/stop/level0_hours.sh, with
-      # --traces; docs/evaluation.md, "False trips per hour")
+      # --traces; research/notes/evaluation-log.md, "False trips per hour")
       ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --steps 10 --rate 20 --json "$run/calibrate-state.json"
       # and they run at K = 10 by default: at K = 20 the plan (~90 ms on this CPU) lands after
       # the 50 ms control period and they grasp in 28-34 of 50 episodes, at K = 10 in 45-50
-      # (docs/evaluation.md, "EnergyFlow (denoiser head) and LeRobot on the grasping tasks")
+      # (research/notes/evaluation-log.md, "EnergyFlow (denoiser head) and LeRobot on the grasping tasks")
       $py - "bundles/$name/manifest.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))

@@ -9,8 +9,8 @@ E(a, s, γ) into the analytic Gaussian prior |a|²/(2(σ(γ)²+1)) of the
 ``--energy-prior gaussian`` parameterization and the rest (the network's
 residual, scaled by √(σ²+1)/σ under ``--energy-scale edm``). Prints one JSON
 line: mean and standard deviation of each part and the correlation of E with
-the squared action norm. docs/evaluation.md ("What the energy measures
-here") quotes it for the shipped state bundles.
+the squared action norm. research/notes/evaluation-history.md ("What the energy
+measures here") quotes it for the shipped state bundles.
 """
 from __future__ import annotations
 

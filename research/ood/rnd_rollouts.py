@@ -1,5 +1,5 @@
 """RND trained on the policy's own states: does it keep its reach into shifted scenes without
-calling the policy's closed loop new? (docs/evaluation.md, "RND on the policy's own states")
+calling the policy's closed loop new? (research/notes/evaluation-log.md, "RND on the policy's own states")
 
     OMP_NUM_THREADS=1 .venv/bin/python -m research.ood.rnd_rollouts --bundle bundles/metaworld-button-press \
         --data build/demos/button-press.hdf5 --task button-press [--rollouts 120] [--rollout-seed 21000] \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The energy-head comparison of docs/evaluation.md ("The energy head"): the
+# The energy-head comparison of research/notes/evaluation-log.md ("The energy head"): the
 # pooled and the denoiser head (and optionally Diffusion Policy) trained on
 # the identical recipe at several step budgets, each measured by the
 # conditioning probe at held-out start states and by 20 direct rollouts on

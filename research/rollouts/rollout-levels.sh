@@ -4,7 +4,7 @@
 # EnergyFlow and Diffusion Policy bundles at levels S, M and L (LEVELS="0 S M L"
 # adds level 0), 50 episodes on
 # the runtime cells' seeds (1000-1049, 500 steps, a sampler seed per episode),
-# then the table of docs/evaluation.md ("Results", RQ4).
+# then the table of research/notes/evaluation-log.md ("Results", RQ4).
 #
 #   research/rollouts/rollout-levels.sh [TASK ...]        (default: button-press drawer-open)
 #   LEVELS="M" K=50 research/rollouts/rollout-levels.sh drawer-open   (EnergyFlow at another K)

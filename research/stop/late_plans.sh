@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does the runtime say when the host falls behind? Level-0 episodes of one
 # task through the runtime, with the energy stop live, beside N busy loops
-# that each keep a core busy (docs/evaluation.md, "The host falling behind,
+# that each keep a core busy (research/notes/evaluation-log.md, "The host falling behind,
 # said out loud").
 #
 #   research/stop/late_plans.sh --out DIR [--task assembly] [--loads "0 1 4"]

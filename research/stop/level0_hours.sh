@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hours of level-0 closed-loop driving through the runtime, for the stop's
-# false trips per hour (docs/evaluation.md, "False trips per hour").
+# false trips per hour (research/notes/evaluation-log.md, "False trips per hour").
 #
 #   research/stop/level0_hours.sh --out DIR --hours H --seed S [--tasks "t1 t2"] [--chunk N]
 #                                 [--steps "assembly=10 hammer=10"] [--rate HZ] [--bundle DIR] [--record]

@@ -96,7 +96,7 @@ POLICY_KINDS = ("energyflow", "diffusion")
 #: Diffusion Policy network F (:class:`energyflow.model.DenoiserEnergy`, training/README.md, "Energy heads and noise levels").
 ENERGY_HEADS = ("pooled", "denoiser")
 #: the head of a new model when nothing says otherwise (switching it is this one line):
-#: the denoiser head, chosen by measurement (docs/evaluation.md, "The energy head")
+#: the denoiser head, chosen by measurement (research/notes/evaluation-log.md, "The energy head")
 DEFAULT_ENERGY_HEAD = "denoiser"
 #: the head of a saved config (checkpoint, manifest) written before ``energy_head`` existed
 LEGACY_ENERGY_HEAD = "pooled"

@@ -1,5 +1,5 @@
 """The gate a bundle passes before any closed-loop evaluation through the
-runtime (docs/evaluation.md, "First cells under the new protocol"): its chunks are as
+runtime (research/notes/evaluation-log.md, "First cells under the new protocol"): its chunks are as
 smooth as the demonstrations', and it replays its own training scenes.
 
 An unconverged network samples rough chunks — the step-to-step change of
