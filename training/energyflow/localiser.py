@@ -24,9 +24,12 @@ ReduceSum, Div and MatMul only, so the graph stays inside the operator set Tenso
 """
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -343,9 +346,6 @@ def _first_frames(d: CameraDemos) -> np.ndarray:
 
 def fit_main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m energyflow.localiser``: cross-fit, report, train on all, write the policy data."""
-    import argparse
-    import json
-
     p = argparse.ArgumentParser(prog="python -m energyflow.localiser",
                                 description="train the camera localiser and write the camera policy's data")
     p.add_argument("--data", required=True, help="camera demonstrations (sim.record --camera)")
@@ -358,8 +358,6 @@ def fit_main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args(argv)
-    from pathlib import Path
-
     torch.set_num_threads(a.threads)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
