@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 )
 
@@ -201,18 +202,18 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := b.Manifest.Calibration.ClosedLoop
-	want := engines.ClosedLoop{Score: "energy", Alpha: 0.1, Rule: engines.ClosedLoopRule{Kind: "n_of_m", N: 3, M: 5}, Q: 2.31,
-		Bands: []engines.ClosedLoopBand{{From: 0, Mean: 123.4, Std: 10.2, Threshold: 146.962}, {From: 20, Mean: 110, Std: 8, Threshold: 128.48}},
+	want := calibration.ClosedLoop{Score: "energy", Alpha: 0.1, Rule: calibration.Rule{Kind: "n_of_m", N: 3, M: 5}, Q: 2.31,
+		Bands: []calibration.Band{{From: 0, Mean: 123.4, Std: 10.2, Threshold: 146.962}, {From: 20, Mean: 110, Std: 8, Threshold: 128.48}},
 		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20, Seeds: [2]int{1000, 1039}}
 	if cl == nil || !reflect.DeepEqual(*cl, want) {
 		t.Fatalf("closed_loop parsed as %+v, want %+v", cl, want)
 	}
 	// Without band_unit the bands count fresh scores, as before the key;
 	// sim calibrate writes ticks.
-	if cl.Unit() != engines.BandUnitFreshScores {
+	if cl.Unit() != calibration.BandFreshScores {
 		t.Fatalf("no band_unit: Unit() %q", cl.Unit())
 	}
-	for _, u := range []string{engines.BandUnitTicks, engines.BandUnitFreshScores} {
+	for _, u := range []calibration.BandUnit{calibration.BandTicks, calibration.BandFreshScores} {
 		dir := writeQuadBundle(t, nil, func(m map[string]any) {
 			m["calibration"] = closedLoopCalibration(func(cl map[string]any) { cl["band_unit"] = u })
 		})
@@ -231,7 +232,7 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := b.Manifest.Calibration.ClosedLoop.PlanLatency
-	if want := (engines.PlanLatency{P50Ms: 40, P90Ms: 60, Plans: 300, Episodes: 40, Seeds: [2]int{1000, 1039}, Measured: engines.PlanLatencyAfterwards}); pl == nil || *pl != want {
+	if want := (calibration.PlanLatency{P50Ms: 40, P90Ms: 60, Plans: 300, Episodes: 40, Seeds: [2]int{1000, 1039}, Measured: calibration.PlanLatencyAfterwards}); pl == nil || *pl != want {
 		t.Fatalf("plan_latency parsed as %+v", pl)
 	}
 	if p := b.Manifest.Calibration.ClosedLoop.P90Periods(); math.Abs(p-1.2) > 1e-12 { // 60 ms at 20 Hz
@@ -265,7 +266,7 @@ func TestLoadBundleClosedLoop(t *testing.T) {
 	for _, tc := range []struct {
 		rate  float64
 		k     int
-		want  *engines.ClosedLoop
+		want  *calibration.ClosedLoop
 		match bool
 	}{
 		{20, 20, b.Manifest.Calibration.ClosedLoop, true},

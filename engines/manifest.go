@@ -6,6 +6,8 @@ import (
 	"math"
 	"path"
 	"strings"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // FormatVersion is the only bundle format this runtime reads (docs/bundle.md).
@@ -61,12 +63,12 @@ const LayoutHistoryFlat = "history_flat"
 
 // Score names of the calibration and of Sampler results.
 const (
-	ScoreEnergy         = "energy"
-	ScoreCenteredEnergy = "centered_energy"
+	ScoreEnergy         = calibration.ScoreEnergy
+	ScoreCenteredEnergy = calibration.ScoreCenteredEnergy
 	// ScoreStateEnergy is the state term's reading of the observation alone
 	// (the manifest's "state_energy" block): higher = the state is further
 	// from every demonstration step.
-	ScoreStateEnergy = "state_energy"
+	ScoreStateEnergy = calibration.ScoreStateEnergy
 )
 
 // Readings of the state term this runtime knows, both computed inside the
@@ -113,7 +115,7 @@ type Manifest struct {
 	Sampler          SamplerSpec           `json:"sampler"`
 	ReferenceActions [][][]float32         `json:"reference_actions"`
 	Graphs           map[string]GraphEntry `json:"graphs"`
-	Calibration      *Calibration          `json:"calibration"`
+	Calibration      *calibration.Block    `json:"calibration"`
 	Plans            []PlanInfo            `json:"plans,omitempty"`
 	Files            map[string]string     `json:"files"`
 	Model            json.RawMessage       `json:"model,omitempty"`
@@ -251,194 +253,6 @@ type TensorSpec struct {
 	Shape []int64 `json:"shape"`
 }
 
-// Calibration holds energy-score statistics on held-out demonstrations.
-type Calibration struct {
-	NWindows    int                   `json:"n_windows"`
-	Seed        int64                 `json:"seed"`
-	Steps       int                   `json:"steps"`
-	Scores      map[string]ScoreStats `json:"scores"`
-	Recommended Recommendation        `json:"recommended"`
-	// ClosedLoop is the closed-loop conformal threshold fitted on level-0
-	// episodes driven through the runtime (energyflow sim calibrate); nil:
-	// none. The safety gate prefers it to Recommended when its rule matches.
-	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
-	// ClosedLoopOthers are closed-loop calibrations of the same score
-	// certified at other control rates or sampler steps K (energyflow sim
-	// calibrate --rate R --steps K on a bundle that has a closed_loop at
-	// another rate or K). The runtime uses the one certified for its loop
-	// (ClosedLoopFor); ClosedLoop is the one used when none is.
-	ClosedLoopOthers []*ClosedLoop `json:"closed_loop_others,omitempty"`
-}
-
-// ClosedLoopFor returns the closed-loop calibration certified at rateHz and
-// k sampler steps: ClosedLoop or one of ClosedLoopOthers, and whether one
-// matched. When none did it returns ClosedLoop (nil when there is none),
-// which the runtime then uses with a warning.
-func (c *Calibration) ClosedLoopFor(rateHz float64, k int) (*ClosedLoop, bool) {
-	if c == nil || c.ClosedLoop == nil {
-		return nil, false
-	}
-	for _, cl := range c.ClosedLoops() {
-		if cl.certifiedAt(rateHz, k) {
-			return cl, true
-		}
-	}
-	return c.ClosedLoop, false
-}
-
-// ClosedLoops returns ClosedLoop followed by ClosedLoopOthers (none when
-// ClosedLoop is nil).
-func (c *Calibration) ClosedLoops() []*ClosedLoop {
-	if c == nil || c.ClosedLoop == nil {
-		return nil
-	}
-	return append([]*ClosedLoop{c.ClosedLoop}, c.ClosedLoopOthers...)
-}
-
-// certifiedAt reports whether c was driven at rateHz and k sampler steps;
-// a calibration that did not record them (RateHz or StepsK zero) matches
-// any value of the one it lacks.
-func (c *ClosedLoop) certifiedAt(rateHz float64, k int) bool {
-	rateOK := c.RateHz <= 0 || math.Abs(c.RateHz-rateHz) <= 1e-9*c.RateHz
-	return rateOK && (c.StepsK <= 0 || c.StepsK == k)
-}
-
-// ClosedLoop is a time-varying stop threshold: Bands[b].Threshold =
-// Mean + Q·Std applies from Bands[b].From (counted in BandUnit since the
-// gate was armed) until the next band's From, certified so that a fresh
-// level-0 episode trips Rule with probability at most Alpha
-// (docs/safety.md).
-type ClosedLoop struct {
-	Score string         `json:"score"` // ScoreEnergy, ScoreCenteredEnergy or ScoreStateEnergy (with the state term)
-	Alpha float64        `json:"alpha"`
-	Rule  ClosedLoopRule `json:"rule"`
-	Q     float64        `json:"q"`
-	// BandUnit is what a band's From counts: BandUnitTicks or
-	// BandUnitFreshScores; empty (calibrated before the key existed):
-	// fresh scores.
-	BandUnit          string           `json:"band_unit,omitempty"`
-	Bands             []ClosedLoopBand `json:"bands"`
-	Task              string           `json:"task"`
-	Level             string           `json:"level"`
-	RateHz            float64          `json:"rate_hz"`
-	StepsK            int              `json:"steps_k"`
-	MaxSteps          int              `json:"max_steps"`
-	Episodes          int              `json:"episodes"`
-	FitEpisodes       int              `json:"fit_episodes"`
-	ConformalEpisodes int              `json:"conformal_episodes"`
-	Seeds             [2]int           `json:"seeds"` // first and last episode seed
-	// TripsPerHour > 0: the calibration certified this false-trip rate per
-	// running hour (Alpha derived from it over ConformalHours of conformal
-	// driving); absent: Alpha was given.
-	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
-	ConformalHours float64 `json:"conformal_hours,omitempty"`
-	// SuccessfulOnly: fitted on the episodes that succeeded only.
-	SuccessfulOnly bool `json:"successful_only,omitempty"`
-	// Ceiling, when present, is a one-tick rule beside Rule: one fresh
-	// score above its band's Mean + Ceiling.Q·Std trips at once.
-	Ceiling *ClosedLoopCeiling `json:"ceiling,omitempty"`
-	// PlanLatency, when present, is how long the policy's plans took in the
-	// driving the calibration was certified on: its false-trip rate holds
-	// for a loop whose plans land about as late (docs/safety.md, "When the
-	// host falls behind"). Absent: not recorded.
-	PlanLatency *PlanLatency `json:"plan_latency,omitempty"`
-}
-
-// PlanLatency summarizes the inference latencies of a closed-loop
-// calibration's driving: every plan of Episodes episodes (seeds Seeds) at
-// the calibration's rate and K.
-type PlanLatency struct {
-	P50Ms    float64 `json:"p50_ms"`
-	P90Ms    float64 `json:"p90_ms"`
-	Plans    int     `json:"plans"`
-	Episodes int     `json:"episodes"`
-	Seeds    [2]int  `json:"seeds"`
-	// Measured says where the latencies come from: "calibration" (the
-	// episodes the thresholds were fitted on) or "afterwards" (episodes
-	// driven later with the same bundle, rate and K on the host the
-	// calibration ran on; Seeds are theirs).
-	Measured string `json:"measured"`
-}
-
-// The values of PlanLatency.Measured.
-const (
-	PlanLatencyFromCalibration = "calibration"
-	PlanLatencyAfterwards      = "afterwards"
-)
-
-// P90Periods returns the p90 latency in control periods of the
-// calibration's rate (0 when the rate is unknown).
-func (c *ClosedLoop) P90Periods() float64 {
-	if c.PlanLatency == nil || c.RateHz <= 0 {
-		return 0
-	}
-	return c.PlanLatency.P90Ms / 1000 * c.RateHz
-}
-
-// ClosedLoopCeiling is a ClosedLoop's one-tick ceiling, certified so that a
-// fresh level-0 episode has a score above it with probability at most Alpha
-// (with the rule's, a trip at most ClosedLoop.Alpha + Alpha).
-type ClosedLoopCeiling struct {
-	Alpha float64 `json:"alpha"`
-	Q     float64 `json:"q"` // band standard deviations: max(Quantile, the rule's q, Min)
-	// Quantile: the conformal quantile the episodes gave at Alpha; Min:
-	// the floor asked for (sim calibrate --ceiling-min; absent: none).
-	Quantile float64 `json:"quantile"`
-	Min      float64 `json:"min,omitempty"`
-	// The episodes Q comes from: the calibration's conformal ones, or its
-	// own when added later (sim calibrate --ceiling-only).
-	Episodes       int    `json:"episodes"`
-	Seeds          [2]int `json:"seeds"`
-	SuccessfulOnly bool   `json:"successful_only,omitempty"` // Q from the episodes that succeeded only
-}
-
-// ClosedLoopRule is the decision rule a ClosedLoop is certified for:
-// Kind "n_of_m", trip when N of the last M fresh scores exceed the band's
-// threshold.
-type ClosedLoopRule struct {
-	Kind string `json:"kind"`
-	N    int    `json:"n"`
-	M    int    `json:"m"`
-}
-
-// The values of ClosedLoop.BandUnit.
-const (
-	BandUnitTicks       = "ticks"        // running control ticks since arming, with or without a fresh score
-	BandUnitFreshScores = "fresh_scores" // fresh scores since arming (also when band_unit is absent)
-)
-
-// Unit returns what the bands' From counts: BandUnit, or
-// BandUnitFreshScores when it is empty.
-func (c *ClosedLoop) Unit() string {
-	if c.BandUnit == "" {
-		return BandUnitFreshScores
-	}
-	return c.BandUnit
-}
-
-// ClosedLoopBand is one band of a ClosedLoop.
-type ClosedLoopBand struct {
-	From      int     `json:"from"` // ClosedLoop.BandUnit since arming
-	Mean      float64 `json:"mean"`
-	Std       float64 `json:"std"`
-	Threshold float64 `json:"threshold"`
-}
-
-// ScoreStats summarizes one score over the calibration windows. Quantiles
-// are keyed by percent as written ("50", "99.9").
-type ScoreStats struct {
-	Mean      float64            `json:"mean"`
-	Std       float64            `json:"std"`
-	Quantiles map[string]float64 `json:"quantiles"`
-}
-
-// Recommendation is the calibrated stop rule: stop when Score > Threshold.
-type Recommendation struct {
-	Score     string  `json:"score"` // ScoreEnergy or ScoreCenteredEnergy
-	Threshold float64 `json:"threshold"`
-	Rule      string  `json:"rule"`
-}
-
 // FieldError is one problem with a bundle: the file, the field inside it
 // (a JSON path such as "action_norm.std[3]", empty for the file as a whole)
 // and what was wrong and expected.
@@ -567,7 +381,7 @@ func (m *Manifest) validate(file string) error {
 			p.add("sampler.steps", "got %d, expected S in 1..num_train_timesteps (%d)", m.Sampler.Steps, n)
 		}
 		// (validateCalibration holds closed_loop_others to closed_loop's score)
-		if c := m.Calibration; c != nil && !(c.ClosedLoop != nil && c.ClosedLoop.Score == ScoreStateEnergy && c.Recommended == (Recommendation{}) && len(c.Scores) == 0) {
+		if c := m.Calibration; c != nil && !(c.ClosedLoop != nil && c.ClosedLoop.Score == ScoreStateEnergy && c.Recommended == (calibration.Recommendation{}) && len(c.Scores) == 0) {
 			p.add("calibration", "got a calibration block, expected null: policy %q has no energy to calibrate (only a closed_loop of its state term, score %q, may be written)", m.Policy, ScoreStateEnergy)
 		}
 	}
@@ -980,140 +794,43 @@ func tensorList(ts []TensorInfo) string {
 	return b.String()
 }
 
+// validateCalibration checks the calibration block (calibration.Block's
+// Validate, its problems as this file's FieldErrors) and what it needs from
+// the rest of the manifest: a closed loop of the state score needs the
+// state term.
 func (m *Manifest) validateCalibration(p *problems) {
 	c := m.Calibration
 	if c == nil {
 		return
 	}
-	r := c.Recommended
-	m.validateClosedLoops(p, c)
-	// A bundle calibrated only in closed loop (sim calibrate on a bundle that
-	// never had held-out windows) has no recommendation: the bands are it.
-	if c.ClosedLoop != nil && r == (Recommendation{}) {
-		return
-	}
-	if r.Score != ScoreEnergy && r.Score != ScoreCenteredEnergy {
-		p.add("calibration.recommended.score", "got %q, expected %q or %q", r.Score, ScoreEnergy, ScoreCenteredEnergy)
-	}
-	if math.IsNaN(r.Threshold) || math.IsInf(r.Threshold, 0) {
-		p.add("calibration.recommended.threshold", "got %v, expected a finite number", r.Threshold)
-	}
-}
-
-// validateClosedLoops checks closed_loop and closed_loop_others: each one
-// valid, all of one score, and no two certified at the same rate and K.
-func (m *Manifest) validateClosedLoops(p *problems, c *Calibration) {
-	if c.ClosedLoop == nil {
-		if len(c.ClosedLoopOthers) > 0 {
-			p.add("calibration.closed_loop_others", "got %d calibrations and no closed_loop, expected closed_loop first (the one used at any other rate or K)", len(c.ClosedLoopOthers))
+	for _, err := range unwrapJoined(c.Validate()) {
+		if ke, ok := err.(*calibration.KeyError); ok {
+			p.add(ke.Key, "%s", ke.Problem)
+		} else {
+			p.add("calibration", "%v", err)
 		}
-		return
 	}
-	m.validateClosedLoop(p, "calibration.closed_loop", c.ClosedLoop)
-	for i, o := range c.ClosedLoopOthers {
-		f := fmt.Sprintf("calibration.closed_loop_others[%d]", i)
-		if o == nil {
-			p.add(f, "got null, expected a closed-loop calibration")
-			continue
+	for i, cl := range c.ClosedLoops() {
+		f := "calibration.closed_loop"
+		if i > 0 {
+			f = fmt.Sprintf("calibration.closed_loop_others[%d]", i-1)
 		}
-		m.validateClosedLoop(p, f, o)
-		if o.Score != c.ClosedLoop.Score {
-			p.add(f+".score", "got %q, expected closed_loop's %q (the calibrations differ only in rate and K)", o.Score, c.ClosedLoop.Score)
-		}
-		if !(o.RateHz > 0) || o.StepsK < 1 {
-			p.add(f, "rate_hz %v, steps_k %d: expected both set, they say which loop it is for", o.RateHz, o.StepsK)
-			continue
-		}
-		for j, prev := range c.ClosedLoops()[:i+1] {
-			if prev != nil && prev.RateHz == o.RateHz && prev.StepsK == o.StepsK {
-				other := "closed_loop"
-				if j > 0 {
-					other = fmt.Sprintf("closed_loop_others[%d]", j-1)
-				}
-				p.add(f, "certified at %g Hz and K=%d like %s: expected one calibration per rate and K", o.RateHz, o.StepsK, other)
-				break
-			}
+		if cl != nil && cl.Score == ScoreStateEnergy && m.StateEnergy == nil {
+			p.add(f+".score", "%q, but the bundle has no \"state_energy\" block: recalibrate (energyflow sim calibrate --score energy) or restore the state term", cl.Score)
 		}
 	}
 }
 
-// maxRuleWindow is the largest n-of-m window the safety gate supports.
-const maxRuleWindow = 64
-
-func (m *Manifest) validateClosedLoop(p *problems, f string, c *ClosedLoop) {
-	switch c.Score {
-	case ScoreEnergy, ScoreCenteredEnergy:
-	case ScoreStateEnergy:
-		if m.StateEnergy == nil {
-			p.add(f+".score", "%q, but the bundle has no \"state_energy\" block: recalibrate (energyflow sim calibrate --score energy) or restore the state term", c.Score)
-		}
-	default:
-		p.add(f+".score", "got %q, expected %q, %q or %q", c.Score, ScoreEnergy, ScoreCenteredEnergy, ScoreStateEnergy)
+// unwrapJoined returns the errors joined in err (errors.Join), err alone
+// when it joins none, nothing for nil.
+func unwrapJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
 	}
-	if !(c.Alpha > 0 && c.Alpha < 1) {
-		p.add(f+".alpha", "got %v, expected a value in (0, 1)", c.Alpha)
+	if err == nil {
+		return nil
 	}
-	if c.Rule.Kind != "n_of_m" {
-		p.add(f+".rule.kind", "got %q, expected \"n_of_m\"", c.Rule.Kind)
-	}
-	if c.Rule.M < 1 || c.Rule.M > maxRuleWindow {
-		p.add(f+".rule.m", "got %d, expected 1..%d", c.Rule.M, maxRuleWindow)
-	}
-	if c.Rule.N < 1 || c.Rule.N > c.Rule.M {
-		p.add(f+".rule.n", "got %d, expected 1..m (%d)", c.Rule.N, c.Rule.M)
-	}
-	if !finite(c.Q) {
-		p.add(f+".q", "got %v, expected a finite number", c.Q)
-	}
-	if cc := c.Ceiling; cc != nil {
-		if !(cc.Alpha > 0 && cc.Alpha < 1) {
-			p.add(f+".ceiling.alpha", "got %v, expected a value in (0, 1)", cc.Alpha)
-		}
-		switch {
-		case !finite(cc.Q):
-			p.add(f+".ceiling.q", "got %v, expected a finite number", cc.Q)
-		case finite(c.Q) && cc.Q < c.Q:
-			p.add(f+".ceiling.q", "got %v, below the rule's q %v: expected a one-tick level at or above the rule's threshold", cc.Q, c.Q)
-		case !finite(cc.Quantile) || cc.Quantile > cc.Q:
-			p.add(f+".ceiling.quantile", "got %v, expected a finite number at most ceiling.q %v (q is the quantile, raised to the rule's q or the floor)", cc.Quantile, cc.Q)
-		case cc.Min < 0 || !finite(cc.Min) || cc.Min > cc.Q:
-			p.add(f+".ceiling.min", "got %v, expected a finite number in [0, ceiling.q %v]", cc.Min, cc.Q)
-		}
-	}
-	if pl := c.PlanLatency; pl != nil {
-		switch {
-		case !finite(pl.P50Ms) || !finite(pl.P90Ms) || pl.P50Ms <= 0 || pl.P90Ms < pl.P50Ms:
-			p.add(f+".plan_latency", "p50_ms %v, p90_ms %v: expected 0 < p50 <= p90", pl.P50Ms, pl.P90Ms)
-		case pl.Plans < 1 || pl.Episodes < 1:
-			p.add(f+".plan_latency", "%d plans over %d episodes: expected at least one of each", pl.Plans, pl.Episodes)
-		case pl.Measured != PlanLatencyFromCalibration && pl.Measured != PlanLatencyAfterwards:
-			p.add(f+".plan_latency.measured", "got %q, expected %q or %q", pl.Measured, PlanLatencyFromCalibration, PlanLatencyAfterwards)
-		}
-	}
-	if u := c.BandUnit; u != "" && u != BandUnitTicks && u != BandUnitFreshScores {
-		p.add(f+".band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when absent)", u, BandUnitTicks, BandUnitFreshScores)
-	}
-	if len(c.Bands) == 0 {
-		p.add(f+".bands", "empty, expected at least one band, the first from 0")
-	}
-	for i, b := range c.Bands {
-		bf := fmt.Sprintf("%s.bands[%d]", f, i)
-		switch {
-		case i == 0 && b.From != 0:
-			p.add(bf+".from", "got %d, expected 0 (the first band starts at arming)", b.From)
-		case i > 0 && b.From <= c.Bands[i-1].From:
-			p.add(bf+".from", "got %d, expected more than the previous band's %d (bands sorted by from)", b.From, c.Bands[i-1].From)
-		}
-		if !finite(b.Mean) {
-			p.add(bf+".mean", "got %v, expected a finite number", b.Mean)
-		}
-		if !(b.Std > 0) || !finite(b.Std) {
-			p.add(bf+".std", "got %v, expected a finite value > 0", b.Std)
-		}
-		if !finite(b.Threshold) {
-			p.add(bf+".threshold", "got %v, expected a finite number", b.Threshold)
-		}
-	}
+	return []error{err}
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/camera"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
@@ -162,10 +163,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 
 	// Safety.
 	useClosedLoopFor(cfg, &a.bundle.Manifest, log)
-	cal, err := safetyCalibration(a.bundle)
-	if err != nil {
-		return nil, err
-	}
+	cal := safetyCalibration(&a.bundle.Manifest)
 	clock := opts.Clock
 	if clock == nil {
 		clock = SystemClock{}
@@ -490,41 +488,23 @@ func warnClosedLoopConditions(cfg *Config, m *engines.Manifest, th []safety.Thre
 		"policy_steps", k, "calibration_steps_k", cl.StepsK)
 }
 
-// safetyCalibration converts the bundle's calibration for the safety gate,
-// with the state_energy block's held-out statistics in StateEnergy (the
-// state score's default threshold). Nil when the bundle has neither.
-func safetyCalibration(b *engines.Bundle) (*safety.Calibration, error) {
-	c := b.Manifest.Calibration
-	var state *safety.ScoreStats
-	if se := b.Manifest.StateEnergy; se != nil {
-		state = &safety.ScoreStats{Mean: se.Calibration.Mean, Std: se.Calibration.Std, Quantiles: se.Calibration.Quantiles}
+// safetyCalibration is what the safety gate's thresholds come from: the
+// bundle's calibration block as it is, and the state_energy block's held-out
+// statistics in StateEnergy (the state score's default threshold). Nil when
+// the bundle has neither.
+func safetyCalibration(m *engines.Manifest) *safety.Calibration {
+	var state *calibration.ScoreStats
+	if se := m.StateEnergy; se != nil {
+		state = &calibration.ScoreStats{Mean: se.Calibration.Mean, Std: se.Calibration.Std, Quantiles: se.Calibration.Quantiles}
 	}
-	if c == nil {
-		if state == nil {
-			return nil, nil
-		}
-		return &safety.Calibration{StateEnergy: state}, nil
+	if m.Calibration == nil && state == nil {
+		return nil
 	}
-	out := &safety.Calibration{NWindows: c.NWindows, Seed: c.Seed, Steps: c.Steps, Scores: map[string]safety.ScoreStats{},
-		Recommended: safety.Recommendation{Score: c.Recommended.Score, Threshold: c.Recommended.Threshold, Rule: c.Recommended.Rule},
-		StateEnergy: state}
-	for k, s := range c.Scores {
-		out.Scores[k] = safety.ScoreStats{Mean: s.Mean, Std: s.Std, Quantiles: s.Quantiles}
+	cal := &safety.Calibration{StateEnergy: state}
+	if m.Calibration != nil {
+		cal.Block = *m.Calibration
 	}
-	if cl := c.ClosedLoop; cl != nil {
-		o := &safety.ClosedLoop{Score: cl.Score, Alpha: cl.Alpha, Rule: safety.ClosedLoopRule{Kind: cl.Rule.Kind, N: cl.Rule.N, M: cl.Rule.M},
-			Q: cl.Q, BandUnit: safety.BandUnit(cl.BandUnit), Bands: make([]safety.Band, len(cl.Bands)), Task: cl.Task, Level: cl.Level, RateHz: cl.RateHz, StepsK: cl.StepsK,
-			MaxSteps: cl.MaxSteps, Episodes: cl.Episodes, FitEpisodes: cl.FitEpisodes, ConformalEpisodes: cl.ConformalEpisodes, Seeds: cl.Seeds,
-			TripsPerHour: cl.TripsPerHour, ConformalHours: cl.ConformalHours, SuccessfulOnly: cl.SuccessfulOnly}
-		for i, b := range cl.Bands {
-			o.Bands[i] = safety.Band{From: b.From, Mean: b.Mean, Std: b.Std, Threshold: b.Threshold}
-		}
-		if c := cl.Ceiling; c != nil {
-			o.Ceiling = &safety.Ceiling{Alpha: c.Alpha, Q: c.Q, Quantile: c.Quantile, Min: c.Min, Episodes: c.Episodes, Seeds: c.Seeds, SuccessfulOnly: c.SuccessfulOnly}
-		}
-		out.ClosedLoop = o
-	}
-	return out, nil
+	return cal
 }
 
 // Loop returns the control loop.

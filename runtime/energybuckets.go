@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/telemetry"
 )
@@ -20,7 +21,7 @@ const energyBucketCount = 32
 // the span reaches it (the band thresholds vary over an episode; the largest
 // is where the stop is least sensitive). Without a calibrated energy it
 // returns telemetry's defaults.
-func energyBuckets(c *engines.Calibration) []float64 {
+func energyBuckets(c *calibration.Block) []float64 {
 	return scoreBuckets(&engines.Manifest{Calibration: c}, engines.ScoreEnergy)
 }
 
@@ -31,13 +32,13 @@ func energyBuckets(c *engines.Calibration) []float64 {
 // calibration of the state score adds its largest band.
 func scoreBuckets(m *engines.Manifest, score string) []float64 {
 	c := m.Calibration
-	var st engines.ScoreStats
+	var st calibration.ScoreStats
 	ok := false
 	thr := math.NaN()
 	switch {
 	case score == engines.ScoreStateEnergy && m.StateEnergy != nil:
 		sc := m.StateEnergy.Calibration
-		st, ok = engines.ScoreStats{Mean: sc.Mean, Std: sc.Std, Quantiles: sc.Quantiles}, true
+		st, ok = calibration.ScoreStats{Mean: sc.Mean, Std: sc.Std, Quantiles: sc.Quantiles}, true
 		if q, has := sc.Quantiles[engines.StateEnergyQuantile]; has && finiteAll(q) {
 			thr = q
 		}
@@ -88,7 +89,7 @@ func scoreBuckets(m *engines.Manifest, score string) []float64 {
 	return b
 }
 
-func closedLoopOf(c *engines.Calibration) *engines.ClosedLoop {
+func closedLoopOf(c *calibration.Block) *calibration.ClosedLoop {
 	if c == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/telemetry"
 )
@@ -12,17 +13,17 @@ import (
 func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 	// The shipped ButtonPress bundle's calibration: 2749 of 3208 live samples
 	// fell in +Inf with the fixed −10…20 buckets.
-	bp := &engines.Calibration{Scores: map[string]engines.ScoreStats{"energy": {Mean: 168.3, Std: 150.4,
+	bp := &calibration.Block{Scores: map[string]calibration.ScoreStats{"energy": {Mean: 168.3, Std: 150.4,
 		Quantiles: map[string]float64{"50": 161.1, "99": 423.7, "99.9": 432.0}}},
-		Recommended: engines.Recommendation{Score: "energy", Threshold: 432.0}}
-	centered := &engines.Calibration{Scores: bp.Scores, Recommended: engines.Recommendation{Score: "centered_energy", Threshold: -3}}
+		Recommended: calibration.Recommendation{Score: "energy", Threshold: 432.0}}
+	centered := &calibration.Block{Scores: bp.Scores, Recommended: calibration.Recommendation{Score: "centered_energy", Threshold: -3}}
 	closedLoop := *bp
-	closedLoop.ClosedLoop = &engines.ClosedLoop{Score: "energy", Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 610}, {From: 10, Threshold: 480}}}
+	closedLoop.ClosedLoop = &calibration.ClosedLoop{Score: "energy", Bands: []calibration.Band{{From: 0, Threshold: 610}, {From: 10, Threshold: 480}}}
 	closedLoopHigh := *bp // a band above q99.9 and the recommendation stretches the span
-	closedLoopHigh.ClosedLoop = &engines.ClosedLoop{Score: "energy", Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 700}, {From: 10, Threshold: 480}}}
+	closedLoopHigh.ClosedLoop = &calibration.ClosedLoop{Score: "energy", Bands: []calibration.Band{{From: 0, Threshold: 700}, {From: 10, Threshold: 480}}}
 	cases := []struct {
 		name        string
-		cal         *engines.Calibration
+		cal         *calibration.Block
 		lo, hi      float64 // first and last bound
 		wantBound   float64 // a bound that must be present (NaN: none)
 		wantDefault bool
@@ -32,7 +33,7 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 		{"closed-loop bands keep the recommendation a bound", &closedLoopHigh, 168.3 - 4*150.4, 700 + 4*150.4, 432.0, false},
 		{"threshold on another score", centered, 168.3 - 4*150.4, 168.3 + 7*150.4, math.NaN(), false},
 		{"no calibration", nil, 0, 0, math.NaN(), true},
-		{"no energy statistics", &engines.Calibration{}, 0, 0, math.NaN(), true},
+		{"no energy statistics", &calibration.Block{}, 0, 0, math.NaN(), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,8 +70,8 @@ func TestEnergyBucketsFollowTheCalibration(t *testing.T) {
 func TestScoreBucketsFollowTheStateTerm(t *testing.T) {
 	se := &engines.StateEnergySpec{Calibration: engines.StateEnergyCalibration{Mean: 0.5, Std: 1,
 		Quantiles: map[string]float64{"50": 0.3, "99.9": 4.25}}}
-	cl := &engines.Calibration{ClosedLoop: &engines.ClosedLoop{Score: "state_energy",
-		Bands: []engines.ClosedLoopBand{{From: 0, Threshold: 6.5}, {From: 10, Threshold: 5}}}}
+	cl := &calibration.Block{ClosedLoop: &calibration.ClosedLoop{Score: "state_energy",
+		Bands: []calibration.Band{{From: 0, Threshold: 6.5}, {From: 10, Threshold: 5}}}}
 	cases := []struct {
 		name      string
 		m         *engines.Manifest

@@ -181,11 +181,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		sc.Energy.Scores = append(sc.Energy.Scores, safety.ScoreConfig{Name: w, Threshold: &huge})
 	}
 	sc.Energy.Disabled = len(o.watch) == 0
-	cal, err := safetyCalibration(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := safety.New(h.arm, cfg.Safety, cal, safety.Options{Clock: h.clk})
+	g, err := safety.New(h.arm, cfg.Safety, safetyCalibration(&b.Manifest), safety.Options{Clock: h.clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 )
 
@@ -79,8 +80,8 @@ func TestPlanLatenessWarnsPastTheLimit(t *testing.T) {
 
 func TestPlanLateLimitSources(t *testing.T) {
 	calibrated := func(rate, p90ms float64) *engines.Manifest {
-		return &engines.Manifest{Calibration: &engines.Calibration{ClosedLoop: &engines.ClosedLoop{RateHz: rate,
-			PlanLatency: &engines.PlanLatency{P50Ms: p90ms / 2, P90Ms: p90ms, Plans: 100, Episodes: 10, Measured: engines.PlanLatencyFromCalibration}}}}
+		return &engines.Manifest{Calibration: &calibration.Block{ClosedLoop: &calibration.ClosedLoop{RateHz: rate,
+			PlanLatency: &calibration.PlanLatency{P50Ms: p90ms / 2, P90Ms: p90ms, Plans: 100, Episodes: 10, Measured: calibration.PlanLatencyFromCalibration}}}}
 	}
 	cases := []struct {
 		name       string
@@ -94,7 +95,7 @@ func TestPlanLateLimitSources(t *testing.T) {
 		{"the calibration's p90 plus the margin", 0, calibrated(10, 120), 1.2 + PlanLateMargin, "calibration"},
 		{"at the calibration's own rate", 0, calibrated(20, 100), 2 + PlanLateMargin, "calibration"},
 		{"no calibration", 0, &engines.Manifest{}, 0, "none"},
-		{"a calibration without plan latency", 0, &engines.Manifest{Calibration: &engines.Calibration{ClosedLoop: &engines.ClosedLoop{RateHz: 10}}}, 0, "none"},
+		{"a calibration without plan latency", 0, &engines.Manifest{Calibration: &calibration.Block{ClosedLoop: &calibration.ClosedLoop{RateHz: 10}}}, 0, "none"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

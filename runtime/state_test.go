@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/enginestest"
 	"github.com/energyflow/edge/safety"
@@ -102,11 +103,11 @@ func TestSafetyCalibrationCopiesStateEnergy(t *testing.T) {
 	}
 	for _, withCal := range []bool{false, true} {
 		if withCal {
-			b.Manifest.Calibration = &engines.Calibration{Steps: 20, Recommended: engines.Recommendation{Score: "energy", Threshold: 432}}
+			b.Manifest.Calibration = &calibration.Block{Steps: 20, Recommended: calibration.Recommendation{Score: "energy", Threshold: 432}}
 		}
-		cal, err := safetyCalibration(b)
-		if err != nil || cal == nil || cal.StateEnergy == nil || cal.StateEnergy.Quantiles["99.9"] != 7.5 || cal.StateEnergy.Std != 2 {
-			t.Fatalf("calibration block %v: %+v, %v", withCal, cal, err)
+		cal := safetyCalibration(&b.Manifest)
+		if cal == nil || cal.StateEnergy == nil || cal.StateEnergy.Quantiles["99.9"] != 7.5 || cal.StateEnergy.Std != 2 {
+			t.Fatalf("calibration block %v: %+v", withCal, cal)
 		}
 		if withCal != (cal.Recommended.Score == "energy") {
 			t.Errorf("calibration block %v: recommended %+v", withCal, cal.Recommended)
@@ -116,8 +117,8 @@ func TestSafetyCalibrationCopiesStateEnergy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cal, err := safetyCalibration(plain); err != nil || cal != nil {
-		t.Errorf("a bundle with neither: %+v, %v", cal, err)
+	if cal := safetyCalibration(&plain.Manifest); cal != nil {
+		t.Errorf("a bundle with neither: %+v", cal)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // fault is a detected cause, kept unformatted so that checking allocates
@@ -117,7 +119,7 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 		thr := t.At(0)
 		if running {
 			k = g.fresh[i]
-			if t.BandUnit == BandTicks {
+			if t.BandUnit == calibration.BandTicks {
 				k = tick
 			}
 			thr = t.At(k)
@@ -306,8 +308,8 @@ func (g *Guard) bandText(f *fault) string {
 		if f.n < 0 {
 			return " (closed-loop start band: the gate is stopped)"
 		}
-		b := t.Bands[bandAt(t.Bands, f.n)]
-		u := t.BandUnit.noun()
+		b := t.Bands[calibration.BandAt(t.Bands, f.n)]
+		u := t.BandUnit.Noun()
 		return fmt.Sprintf(" (closed-loop band from %d %s since arming: %d %s before this one)", b.From, u, f.n, u)
 	}
 	return ""

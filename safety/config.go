@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // Config is the safety section of the runtime's YAML configuration. Start
@@ -84,7 +86,7 @@ func nOfMFor(e *EnergyConfig, name string) NOfMConfig {
 
 // Rule kinds.
 const (
-	RuleNOfM  = "n_of_m"
+	RuleNOfM  = calibration.RuleNOfM // the rule a closed-loop calibration is certified for
 	RuleCUSUM = "cusum"
 )
 
@@ -218,7 +220,7 @@ func DefaultConfig() Config {
 	}
 }
 
-const maxWindow = 64
+const maxWindow = calibration.MaxWindow
 
 // Validate reports every problem of the configuration, each naming its key.
 func (c *Config) Validate() error {
@@ -377,38 +379,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Calibration is the bundle manifest's "calibration" block
-// (docs/bundle.md); json.Unmarshal the block into it.
+// Calibration is what the gate's thresholds come from: the bundle
+// manifest's calibration block (nil Block fields: none) and the state
+// term's held-out statistics, which the manifest keeps in its state_energy
+// block rather than in the calibration block.
 type Calibration struct {
-	NWindows    int                   `json:"n_windows"`
-	Seed        int64                 `json:"seed"`
-	Steps       int                   `json:"steps"`
-	Scores      map[string]ScoreStats `json:"scores"`
-	Recommended Recommendation        `json:"recommended"`
-	// ClosedLoop is the closed-loop conformal threshold (nil: none). When
-	// the gate runs the rule it was certified for, it takes precedence over
-	// Recommended for its score.
-	ClosedLoop *ClosedLoop `json:"closed_loop,omitempty"`
+	calibration.Block
 	// StateEnergy holds the held-out statistics of the "state_energy" score
-	// from the manifest's state_energy block (its "calibration"), which is
-	// not part of the calibration block: the runtime fills it. Nil: the
-	// bundle has no state term. Its quantile is the state score's threshold
-	// when no closed-loop calibration of that score applies.
-	StateEnergy *ScoreStats `json:"-"`
-}
-
-// ScoreStats are a score's statistics on held-out demonstration windows.
-type ScoreStats struct {
-	Mean      float64            `json:"mean"`
-	Std       float64            `json:"std"`
-	Quantiles map[string]float64 `json:"quantiles"` // "50", "90", "99", "99.9"
-}
-
-// Recommendation is the calibration's recommended stop threshold.
-type Recommendation struct {
-	Score     string  `json:"score"`
-	Threshold float64 `json:"threshold"`
-	Rule      string  `json:"rule"`
+	// (the manifest's state_energy.calibration): the runtime fills it. Nil:
+	// the bundle has no state term. Its quantile is the state score's
+	// threshold when no closed-loop calibration of that score applies.
+	StateEnergy *calibration.ScoreStats `json:"-"`
 }
 
 // Threshold is a resolved threshold of one monitored score.
@@ -423,17 +404,18 @@ type Threshold struct {
 	Source string
 	// Bands make the threshold time-varying (calibration.closed_loop):
 	// sorted by From, the first From 0. Nil: the fixed Value.
-	Bands []Band
-	// BandUnit is what the bands' From counts since arming: BandTicks or
-	// BandFreshScores ("" counts fresh scores too).
-	BandUnit BandUnit
+	Bands []calibration.Band
+	// BandUnit is what the bands' From counts since arming:
+	// calibration.BandTicks or calibration.BandFreshScores ("" counts fresh
+	// scores too).
+	BandUnit calibration.BandUnit
 	// NOfM is the window of the n_of_m rule for this score (nOfMFor);
 	// zero under the CUSUM rule.
 	NOfM NOfMConfig
 	// Ceiling is the closed-loop calibration's one-tick ceiling
 	// (calibration.closed_loop.ceiling), applied with its Bands: one fresh
 	// score above CeilingAt trips at once. Nil: none.
-	Ceiling *Ceiling
+	Ceiling *calibration.Ceiling
 }
 
 // CeilingAt returns the one-tick trip level at n since the gate was armed
@@ -443,7 +425,7 @@ func (t Threshold) CeilingAt(n int) float64 {
 	if t.Ceiling == nil || len(t.Bands) == 0 {
 		return math.Inf(1)
 	}
-	return t.Ceiling.Level(t.Bands[bandAt(t.Bands, n)])
+	return t.Ceiling.Level(t.Bands[calibration.BandAt(t.Bands, n)])
 }
 
 // At returns the trip level at n (from 0) since the gate was armed, n
@@ -454,7 +436,7 @@ func (t Threshold) At(n int) float64 {
 	if len(t.Bands) == 0 {
 		return t.Value
 	}
-	return t.Bands[bandAt(t.Bands, n)].Threshold
+	return t.Bands[calibration.BandAt(t.Bands, n)].Threshold
 }
 
 const defaultQuantile = "99.9"
@@ -470,8 +452,8 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 	if e.Disabled {
 		return nil, nil
 	}
-	var cl *ClosedLoop // the closed-loop calibration, if the rule is the one it was certified for
-	clNote := ""       // why it does not apply otherwise
+	var cl *calibration.ClosedLoop // the closed-loop calibration, if the rule is the one it was certified for
+	clNote := ""                   // why it does not apply otherwise
 	if cal != nil && cal.ClosedLoop != nil {
 		c := cal.ClosedLoop
 		w := nOfMFor(e, c.Score)
@@ -510,7 +492,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 		if e.Rule.Kind == RuleNOfM {
 			t.NOfM = nOfMFor(e, s.Name)
 		}
-		var stats *ScoreStats
+		var stats *calibration.ScoreStats
 		statsKey := "calibration" // where stats come from, for Source
 		if cal != nil {
 			if st, ok := cal.Scores[s.Name]; ok {
@@ -533,7 +515,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 			t.Value, t.Source = *s.Threshold, "config"
 		case cl != nil && cl.Score == s.Name:
 			if err := cl.Validate(); err != nil {
-				errs = append(errs, err)
+				errs = append(errs, inPackage(err)...)
 				continue
 			}
 			t.Bands, t.BandUnit = slices.Clone(cl.Bands), cl.Unit()
@@ -583,7 +565,7 @@ func resolveThresholds(e *EnergyConfig, cal *Calibration) ([]Threshold, error) {
 // watches the calibration's closed-loop score (cl: when it applies to the
 // rule), else its recommended score. clNote says why the bundle's
 // closed_loop does not apply, if it does not.
-func defaultScores(cl *ClosedLoop, cal *Calibration, clNote string) ([]ScoreConfig, []string, error) {
+func defaultScores(cl *calibration.ClosedLoop, cal *Calibration, clNote string) ([]ScoreConfig, []string, error) {
 	switch {
 	case cal != nil && cal.StateEnergy != nil:
 		key := "state_energy.calibration"
@@ -616,6 +598,16 @@ func ruleName(r RuleConfig) string {
 		return fmt.Sprintf("%s %d/%d", r.Kind, r.NOfM.N, r.NOfM.M)
 	}
 	return r.Kind
+}
+
+// inPackage returns each error joined in err (errors.Join) prefixed by
+// this package, as the gate's own messages are.
+func inPackage(err error) []error {
+	var errs []error
+	for _, e := range unwrapJoin(err) {
+		errs = append(errs, fmt.Errorf("safety: %w", e))
+	}
+	return errs
 }
 
 func hasKey(m map[string]float64, k string) bool { _, ok := m[k]; return ok }

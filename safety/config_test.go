@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/energyflow/edge/calibration"
 	"gopkg.in/yaml.v3"
 )
 
@@ -149,20 +150,20 @@ func TestResolveThresholds(t *testing.T) {
 	if err := json.Unmarshal([]byte(calJSON), &cal); err != nil {
 		t.Fatal(err)
 	}
-	bands := []Band{{From: 0, Mean: 2, Std: 0.5, Threshold: 3}, {From: 20, Mean: 1.8, Std: 0.4, Threshold: 2.6}}
-	withCL := func(score string, n, m int, bands []Band) *Calibration {
+	bands := []calibration.Band{{From: 0, Mean: 2, Std: 0.5, Threshold: 3}, {From: 20, Mean: 1.8, Std: 0.4, Threshold: 2.6}}
+	withCL := func(score string, n, m int, bands []calibration.Band) *Calibration {
 		c := cal
-		c.ClosedLoop = &ClosedLoop{Score: score, Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}
+		c.ClosedLoop = &calibration.ClosedLoop{Score: score, Alpha: 0.1, Rule: calibration.Rule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}
 		return &c
 	}
-	withUnit := func(unit BandUnit) *Calibration {
+	withUnit := func(unit calibration.BandUnit) *Calibration {
 		c := withCL("energy", 3, 5, bands)
 		c.ClosedLoop.BandUnit = unit
 		return c
 	}
 	nOfM := func(n, m int) RuleConfig { return RuleConfig{Kind: RuleNOfM, NOfM: NOfMConfig{N: n, M: m}} }
 	// The state term's held-out statistics (the manifest's state_energy block).
-	stateStats := &ScoreStats{Mean: 0.1, Std: 1.2, Quantiles: map[string]float64{"50": 0, "90": 1.4, "99": 2.9, "99.9": 4.2}}
+	stateStats := &calibration.ScoreStats{Mean: 0.1, Std: 1.2, Quantiles: map[string]float64{"50": 0, "90": 1.4, "99": 2.9, "99.9": 4.2}}
 	withState := func(c *Calibration) *Calibration {
 		if c == nil {
 			return &Calibration{StateEnergy: stateStats}
@@ -171,7 +172,7 @@ func TestResolveThresholds(t *testing.T) {
 		cc.StateEnergy = stateStats
 		return &cc
 	}
-	withStats := func(c *Calibration, st *ScoreStats) *Calibration {
+	withStats := func(c *Calibration, st *calibration.ScoreStats) *Calibration {
 		cc := *c
 		cc.StateEnergy = st
 		return &cc
@@ -179,7 +180,7 @@ func TestResolveThresholds(t *testing.T) {
 	// A diffusion bundle's: no energy calibration, a closed loop of the state score.
 	diffusionCL := func(n, m int) *Calibration {
 		return &Calibration{StateEnergy: stateStats,
-			ClosedLoop: &ClosedLoop{Score: "state_energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}}
+			Block: calibration.Block{ClosedLoop: &calibration.ClosedLoop{Score: "state_energy", Alpha: 0.1, Rule: calibration.Rule{Kind: RuleNOfM, N: n, M: m}, Q: 2, Bands: bands}}}
 	}
 	watchState := func(r RuleConfig, sc ...ScoreConfig) EnergyConfig {
 		if len(sc) == 0 {
@@ -195,15 +196,15 @@ func TestResolveThresholds(t *testing.T) {
 		errHas string
 	}{
 		{"closed loop takes precedence", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"closed loop for a listed score", EnergyConfig{Scores: []ScoreConfig{{Name: "energy"}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"closed loop picks the score", EnergyConfig{Rule: nOfM(3, 5)}, withCL("centered_energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreCentered, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
-		{"closed loop in ticks", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(BandTicks),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandTicks}}, ""},
-		{"closed loop in fresh scores", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(BandFreshScores),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreCentered, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
+		{"closed loop in ticks", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(calibration.BandTicks),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandTicks}}, ""},
+		{"closed loop in fresh scores", EnergyConfig{Rule: nOfM(3, 5)}, withUnit(calibration.BandFreshScores),
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"closed loop in an unknown unit", EnergyConfig{Rule: nOfM(3, 5)}, withUnit("seconds"), nil, `calibration.closed_loop.band_unit: got "seconds"`},
 		{"override beats closed loop", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", Threshold: f64(5)}}, Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
 			[]Threshold{{Score: ScoreEnergy, Value: 5, Source: "config"}}, ""},
@@ -215,7 +216,7 @@ func TestResolveThresholds(t *testing.T) {
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Scale: 0.5, Source: "calibration.recommended (closed_loop was fitted for n_of_m 3/5, the rule is cusum)"}}, ""},
 		{"closed loop mismatch, quantile", EnergyConfig{Scores: []ScoreConfig{{Name: "centered_energy"}}, Rule: nOfM(2, 3)}, withCL("centered_energy", 3, 5, bands),
 			[]Threshold{{Score: ScoreCentered, Value: 0.9, Source: "calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/3)"}}, ""},
-		{"invalid closed loop", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, []Band{{From: 0, Std: 1, Threshold: 3}, {From: 0, Std: 1, Threshold: 2}}),
+		{"invalid closed loop", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, []calibration.Band{{From: 0, Std: 1, Threshold: 3}, {From: 0, Std: 1, Threshold: 2}}),
 			nil, "calibration.closed_loop.bands[1].from"},
 		{"closed loop without bands", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, nil), nil, "calibration.closed_loop.bands: empty"},
 		{"recommended by default", EnergyConfig{Rule: RuleConfig{Kind: RuleNOfM}}, &cal,
@@ -239,14 +240,14 @@ func TestResolveThresholds(t *testing.T) {
 		{"state: block only, no calibration block", watchState(nOfM(3, 5)), withState(nil),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"state: closed loop for it", watchState(nOfM(3, 5)), withState(withCL("state_energy", 2, 5, bands)),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"state: closed loop for energy", watchState(nOfM(3, 5)), withState(withCL("energy", 3, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"state: closed loop for another rule", watchState(nOfM(2, 3)), withState(withCL("state_energy", 3, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
 		{"state: its own window, the closed loop fitted for it", watchState(nOfM(2, 3), ScoreConfig{Name: "state_energy", NOfM: &NOfMConfig{N: 3, M: 5}}),
 			withState(withCL("state_energy", 3, 5, bands)),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores, NOfM: NOfMConfig{N: 3, M: 5}}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores, NOfM: NOfMConfig{N: 3, M: 5}}}, ""},
 		{"energy: its own window", EnergyConfig{Scores: []ScoreConfig{{Name: "energy", NOfM: &NOfMConfig{N: 1, M: 1}}}, Rule: nOfM(3, 5)}, &cal,
 			[]Threshold{{Score: ScoreEnergy, Value: 3.7, Source: "calibration.recommended", NOfM: NOfMConfig{N: 1, M: 1}}}, ""},
 		{"state: another quantile", watchState(nOfM(3, 5), ScoreConfig{Name: "state_energy", Quantile: "99"}), withState(&cal),
@@ -275,22 +276,22 @@ func TestResolveThresholds(t *testing.T) {
 		{"default: cusum, the state term scaled by its std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withState(&cal),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Scale: 1.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: closed loop of the state score, watched once", EnergyConfig{Rule: nOfM(3, 5)}, withState(withCL("state_energy", 2, 5, bands)),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"default: closed loop of the state score for another rule", EnergyConfig{Rule: nOfM(2, 3)}, withState(withCL("state_energy", 3, 5, bands)),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
 		{"default: no state term, unchanged", EnergyConfig{Rule: nOfM(3, 5)}, withCL("energy", 3, 5, bands),
-			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"default: diffusion, no calibration block", EnergyConfig{Rule: nOfM(3, 5)}, withState(nil),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9]"}}, ""},
 		{"default: diffusion, closed loop of the state score", EnergyConfig{Rule: nOfM(3, 5)}, diffusionCL(2, 5),
-			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: BandFreshScores}}, ""},
+			[]Threshold{{Score: ScoreStateEnergy, Value: 3, Source: "calibration.closed_loop", Bands: bands, BandUnit: calibration.BandFreshScores}}, ""},
 		{"default: diffusion, closed loop for another rule", EnergyConfig{Rule: nOfM(2, 3)}, diffusionCL(3, 5),
 			[]Threshold{{Score: ScoreStateEnergy, Value: 4.2, Source: "state_energy.calibration.quantiles[99.9] (closed_loop was fitted for n_of_m 3/5, the rule is n_of_m 2/5 for state_energy)"}}, ""},
-		{"default: the state term without q99.9", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&cal, &ScoreStats{Std: 1, Quantiles: map[string]float64{"99": 2.9}}), nil,
+		{"default: the state term without q99.9", EnergyConfig{Rule: nOfM(3, 5)}, withStats(&cal, &calibration.ScoreStats{Std: 1, Quantiles: map[string]float64{"99": 2.9}}), nil,
 			`safety: state_energy.calibration: no threshold for score "state_energy": not set in the config and the bundle's state_energy.calibration has no quantile "99.9" — list "state_energy" in energy.scores with a threshold or quantile`},
-		{"default: cusum, the state term without std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withStats(&cal, &ScoreStats{Quantiles: map[string]float64{"99.9": 4.2}}), nil,
+		{"default: cusum, the state term without std", EnergyConfig{Rule: RuleConfig{Kind: RuleCUSUM}}, withStats(&cal, &calibration.ScoreStats{Quantiles: map[string]float64{"99.9": 4.2}}), nil,
 			`safety: state_energy.calibration.scale: the cusum rule needs a scale for score "state_energy" and the bundle's state_energy.calibration has no std for it — list "state_energy" in energy.scores with a scale`},
-		{"default: energy statistics without a recommendation, no state term", EnergyConfig{Rule: nOfM(3, 5)}, &Calibration{Scores: cal.Scores}, nil,
+		{"default: energy statistics without a recommendation, no state term", EnergyConfig{Rule: nOfM(3, 5)}, &Calibration{Block: calibration.Block{Scores: cal.Scores}}, nil,
 			"energy.scores: empty and the bundle has no calibration to recommend a score"},
 	}
 	for _, tc := range cases {

@@ -21,12 +21,13 @@
 // or overridden in Config — through a decision rule that tolerates single-sample
 // noise: n_of_m (trip when N of the last M fresh scores exceed the
 // threshold; default 3 of 5) or cusum (a one-sided CUSUM of the exceedance).
-// A calibration's ClosedLoop block makes the threshold time-varying: bands
-// indexed by the running ticks since the gate was armed (BandTicks; fresh
-// scores, BandFreshScores, for calibrations without band_unit), fitted by
-// FitClosedLoop (split conformal) so that a fresh in-distribution episode
-// trips the n-of-m rule with probability at most its alpha; while stopped the
-// gate uses the start band. Any monitored score firing trips. With none
+// A calibration's closed loop (calibration.ClosedLoop, the type the bundle
+// manifest holds) makes the threshold time-varying: bands indexed by the
+// running ticks since the gate was armed (calibration.BandTicks; fresh
+// scores, calibration.BandFreshScores, for calibrations without band_unit),
+// fitted offline (energyflow sim calibrate, split conformal) so that a fresh
+// in-distribution episode trips the n-of-m rule with probability at most its
+// alpha; while stopped the gate uses the start band. Any monitored score firing trips. With none
 // configured (EnergyConfig.Scores empty) the gate watches the calibration's
 // closed-loop or recommended score and, when the bundle has the state term
 // (Calibration.StateEnergy), "state_energy" too: the policy energy does not

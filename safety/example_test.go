@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/safety"
 )
 
@@ -24,7 +25,7 @@ func Example() {
 	cfg := safety.DefaultConfig()
 	cfg.Limits.MaxVelocity = []float64{1, 1, 1}
 	cfg.Watchdog.CameraMaxAge = 0 // no camera
-	cal := &safety.Calibration{Recommended: safety.Recommendation{Score: "energy", Threshold: 4.2}}
+	cal := &safety.Calibration{Block: calibration.Block{Recommended: calibration.Recommendation{Score: "energy", Threshold: 4.2}}}
 	g, err := safety.New(nullArm{}, cfg, cal, safety.Options{})
 	if err != nil {
 		fmt.Println(err)

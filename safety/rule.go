@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // rule decides from a stream of fresh scores whether the energy is out of
@@ -111,9 +113,9 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 		}
 	}
 	if th.Bands != nil {
-		errs = append(errs, bandProblems("threshold.bands", th.Bands)...)
-		if th.BandUnit != "" && !th.BandUnit.valid() {
-			errs = append(errs, fmt.Errorf("safety: threshold.band_unit: got %q, expected %q or %q", th.BandUnit, BandTicks, BandFreshScores))
+		errs = append(errs, inPackage(calibration.CheckBands("threshold.bands", th.Bands))...)
+		if th.BandUnit != "" && !th.BandUnit.Valid() {
+			errs = append(errs, fmt.Errorf("safety: threshold.band_unit: got %q, expected %q or %q", th.BandUnit, calibration.BandTicks, calibration.BandFreshScores))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -130,7 +132,7 @@ func Replay(rc RuleConfig, th Threshold, trace []float64) ([]int, error) {
 		r = newNOfM(th.Value, w.N, w.M)
 	}
 	var trips []int
-	ticks := th.BandUnit == BandTicks
+	ticks := th.BandUnit == calibration.BandTicks
 	k := 0 // ticks or fresh scores since the start or the last trip
 	for i, x := range trace {
 		if math.IsNaN(x) {

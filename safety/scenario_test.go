@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // Synthetic energy traces (no evaluation traces exist yet): the in-
@@ -63,9 +65,9 @@ func (g *traceGen) calibrate(n int) *Calibration {
 	}
 	mean := sum / float64(n)
 	std := math.Sqrt(sum2/float64(n) - mean*mean)
-	st := ScoreStats{Mean: mean, Std: std, Quantiles: map[string]float64{"50": q(.5), "90": q(.9), "99": q(.99), "99.9": q(.999), "99.99": q(.9999)}}
-	return &Calibration{NWindows: n, Scores: map[string]ScoreStats{"energy": st, "centered_energy": st},
-		Recommended: Recommendation{Score: "energy", Threshold: q(.999), Rule: "quantile 99.9 of held-out windows"}}
+	st := calibration.ScoreStats{Mean: mean, Std: std, Quantiles: map[string]float64{"50": q(.5), "90": q(.9), "99": q(.99), "99.9": q(.999), "99.99": q(.9999)}}
+	return &Calibration{Block: calibration.Block{NWindows: n, Scores: map[string]calibration.ScoreStats{"energy": st, "centered_energy": st},
+		Recommended: calibration.Recommendation{Score: "energy", Threshold: q(.999), Rule: "quantile 99.9 of held-out windows"}}}
 }
 
 type studyRule struct {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/energyflow/edge/calibration"
 )
 
 // The state term's score is watched like any other: it trips the n-of-m
@@ -12,7 +14,7 @@ import (
 func TestStateEnergyScoreTrips(t *testing.T) {
 	cfg := testConfig()
 	cfg.Energy.Scores = []ScoreConfig{{Name: "state_energy"}}
-	cal := &Calibration{StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	cal := &Calibration{StateEnergy: &calibration.ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
 	cases := []struct {
 		name  string
 		state float64 // state_energy fed every tick after arming
@@ -60,9 +62,9 @@ func TestStateEnergyScoreTrips(t *testing.T) {
 func TestDefaultWatchSetIsTheStateTerm(t *testing.T) {
 	cfg := testConfig()
 	cfg.Energy.Scores = nil
-	stats := &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}
-	energyCL := &ClosedLoop{Score: "energy", Alpha: 0.1, Rule: ClosedLoopRule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2,
-		BandUnit: BandTicks, Bands: []Band{{From: 0, Mean: 6, Std: 2, Threshold: 10}}}
+	stats := &calibration.ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}
+	energyCL := &calibration.ClosedLoop{Score: "energy", Alpha: 0.1, Rule: calibration.Rule{Kind: RuleNOfM, N: 3, M: 5}, Q: 2,
+		BandUnit: calibration.BandTicks, Bands: []calibration.Band{{From: 0, Mean: 6, Std: 2, Threshold: 10}}}
 	cases := []struct {
 		name          string
 		cal           *Calibration
@@ -71,13 +73,13 @@ func TestDefaultWatchSetIsTheStateTerm(t *testing.T) {
 		watch         string  // the one watched score and its threshold's source
 		source        string
 	}{
-		{"unseen state, quiet energy", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}, StateEnergy: stats},
+		{"unseen state, quiet energy", &Calibration{Block: calibration.Block{Recommended: calibration.Recommendation{Score: "energy", Threshold: 10}}, StateEnergy: stats},
 			1, 7, ScoreStateEnergy, "state_energy", "state_energy.calibration.quantiles[99.9]"},
-		{"high energy, seen state", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}, StateEnergy: stats},
+		{"high energy, seen state", &Calibration{Block: calibration.Block{Recommended: calibration.Recommendation{Score: "energy", Threshold: 10}}, StateEnergy: stats},
 			50, 1, NumScores, "state_energy", "state_energy.calibration.quantiles[99.9]"},
-		{"the energy's closed loop does not add it", &Calibration{ClosedLoop: energyCL, StateEnergy: stats},
+		{"the energy's closed loop does not add it", &Calibration{Block: calibration.Block{ClosedLoop: energyCL}, StateEnergy: stats},
 			50, 1, NumScores, "state_energy", "state_energy.calibration.quantiles[99.9]"},
-		{"no state term: the calibration's score", &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10}},
+		{"no state term: the calibration's score", &Calibration{Block: calibration.Block{Recommended: calibration.Recommendation{Score: "energy", Threshold: 10}}},
 			50, 1, ScoreEnergy, "energy", "calibration.recommended"},
 	}
 	for _, tc := range cases {
@@ -111,38 +113,12 @@ func TestDefaultWatchSetIsTheStateTerm(t *testing.T) {
 	}
 }
 
-// FitClosedLoop writes the score its traces hold.
-func TestFitClosedLoopScoreName(t *testing.T) {
-	traces := make([][]float64, 20)
-	for e := range traces {
-		traces[e] = make([]float64, 60)
-		for i := range traces[e] {
-			traces[e][i] = math.Sin(float64(e*7+i)) + 0.1*float64(e%3)
-		}
-	}
-	for _, tc := range []struct {
-		score Score
-		want  string
-	}{{0, "energy"}, {ScoreCentered, "centered_energy"}, {ScoreStateEnergy, "state_energy"}} {
-		cl, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: 0.2, Score: tc.score})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cl.Score != tc.want || cl.Validate() != nil {
-			t.Errorf("Score %v: closed loop score %q (%v), want %q", tc.score, cl.Score, cl.Validate(), tc.want)
-		}
-	}
-	if _, err := FitClosedLoop(traces, ClosedLoopOptions{Alpha: 0.2, Score: NumScores}); err == nil || !strings.Contains(err.Error(), "state_energy") {
-		t.Errorf("unknown score: %v", err)
-	}
-}
-
 // Each score is judged with its own n_of_m window: state_energy 2 of the
 // last 5 by default (a push lifts it for 1–3 ticks), the energies the
 // rule's 3 of 5, and a score entry's n_of_m overrides either.
 func TestScoreWindows(t *testing.T) {
-	cal := &Calibration{Recommended: Recommendation{Score: "energy", Threshold: 10},
-		StateEnergy: &ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
+	cal := &Calibration{Block: calibration.Block{Recommended: calibration.Recommendation{Score: "energy", Threshold: 10}},
+		StateEnergy: &calibration.ScoreStats{Mean: 0, Std: 1, Quantiles: map[string]float64{"99.9": 4}}}
 	three := &NOfMConfig{N: 3, M: 5}
 	cases := []struct {
 		name     string

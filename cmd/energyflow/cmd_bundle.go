@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/runtime"
 )
@@ -247,7 +248,7 @@ func finite(x []float32) bool {
 
 // printManifestClosedLoop prints one closed-loop calibration of a bundle
 // after head: its provenance, what it certifies and its bands.
-func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
+func printManifestClosedLoop(w io.Writer, head string, cl *calibration.ClosedLoop) {
 	fmt.Fprintf(w, "%s (n_of_m %d/%d): %s over %d level-0 episodes of %s (seeds %d–%d, %g Hz, K=%d), alpha %.4g, q %.4g\n",
 		head, cl.Rule.N, cl.Rule.M, cl.Score, cl.Episodes, cl.Task, cl.Seeds[0], cl.Seeds[1], cl.RateHz, cl.StepsK, cl.Alpha, cl.Q)
 	if cl.SuccessfulOnly {
@@ -256,9 +257,9 @@ func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
 	if cl.TripsPerHour > 0 {
 		fmt.Fprintf(w, "        certified for %g false trips per running hour over %.3g h of conformal driving (%d episodes)\n", cl.TripsPerHour, cl.ConformalHours, cl.ConformalEpisodes)
 	}
-	unit := bandUnitText(cl.Unit())
+	unit := cl.Unit().Noun()
 	switch cl.BandUnit {
-	case engines.BandUnitTicks:
+	case calibration.BandTicks:
 		fmt.Fprintf(w, "        bands by %s since arming (band_unit %s)\n", unit, cl.BandUnit)
 	default:
 		how := "band_unit " + cl.BandUnit
@@ -281,7 +282,7 @@ func printManifestClosedLoop(w io.Writer, head string, cl *engines.ClosedLoop) {
 	}
 	if pl := cl.PlanLatency; pl != nil {
 		how := "in the calibration's own driving"
-		if pl.Measured == engines.PlanLatencyAfterwards {
+		if pl.Measured == calibration.PlanLatencyAfterwards {
 			how = "in driving after the calibration, same bundle, rate and K on its host"
 		}
 		fmt.Fprintf(w, "        plans took p50 %.4g ms, p90 %.4g ms (%.2f periods) over %d plans of %d episodes (seeds %d–%d, %s): the runtime warns when its own p90 passes %.2f periods\n",

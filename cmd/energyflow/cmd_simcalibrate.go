@@ -15,10 +15,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/manifestedit"
 	"github.com/energyflow/edge/runtime"
 	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/sim/harness/calibrate"
 )
 
 // defaultCalibrateSeed is sim calibrate's first episode seed: apart from the
@@ -42,7 +44,7 @@ type calibrateFlags struct {
 	dryRun       bool    // fit and report, leave the bundle alone
 	score        string  // the score the bands are fitted on: energy or state_energy
 	set          map[string]bool
-	base         *engines.ClosedLoop // with ceilingOnly or latencyOnly: the calibration added to
+	base         *calibration.ClosedLoop // with ceilingOnly or latencyOnly: the calibration added to
 }
 
 // standardized: the state score is a z-score of held-out demonstration
@@ -150,7 +152,7 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.standardized() {
 		fit = 0
 	}
-	if need := safety.MinConformalEpisodes(c.alpha); !perHour && !c.ceilingOnly && !c.latencyOnly && c.traces == "" && c.episodes-fit < need {
+	if need := calibrate.MinConformalEpisodes(c.alpha); !perHour && !c.ceilingOnly && !c.latencyOnly && c.traces == "" && c.episodes-fit < need {
 		if c.standardized() {
 			return usageError{fmt.Errorf("--episodes %d cannot certify --alpha %v: the state score needs at least %d conformal episodes (pass --episodes %d, or a larger --alpha)",
 				c.episodes, c.alpha, need, need)}
@@ -165,7 +167,7 @@ func (c *calibrateFlags) prepare(root string) error {
 	if c.ceilingOnly {
 		fit = 0 // every episode is the ceiling's
 	}
-	if need := safety.MinConformalEpisodes(c.ceilingAlpha); c.ceilingAlpha > 0 && c.traces == "" && c.episodes-fit < need {
+	if need := calibrate.MinConformalEpisodes(c.ceilingAlpha); c.ceilingAlpha > 0 && c.traces == "" && c.episodes-fit < need {
 		return usageError{fmt.Errorf("--episodes %d leaves %d conformal episodes, which cannot certify --ceiling-alpha %v: need at least %d conformal episodes (or a larger --ceiling-alpha)",
 			c.episodes, c.episodes-fit, c.ceilingAlpha, need)}
 	}
@@ -273,7 +275,7 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	// the window the gate judges this score with (state_energy: its own 2 of 5)
 	rule := safety.ScoreNOfM(c.score, runtime.DefaultConfig().Safety.Energy.Rule.NOfM)
-	cl, err := safety.FitClosedLoop(traces, safety.ClosedLoopOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
+	cl, err := calibrate.Fit(traces, calibrate.FitOptions{Alpha: c.alpha, TripsPerHour: c.tripsPerHour, RateHz: c.rate,
 		Standardized: c.standardized(), N: rule.N, M: rule.M, FitEpisodes: c.fitEpisodes, Score: c.traceScore, CeilingAlpha: c.ceilingAlpha, CeilingMin: c.ceilingMin})
 	if err != nil {
 		return fail(err)
@@ -285,21 +287,20 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 		cl.Ceiling.Seeds, cl.Ceiling.SuccessfulOnly = prov.seeds, c.successful
 	}
 	printClosedLoop(env.stdout, c.bundleDir, cl, traces, rule)
-	block := &calibratedLoop{ClosedLoop: cl}
 	if c.traces == "" {
-		block.PlanLatency = planLatency(results, prov.seeds, engines.PlanLatencyFromCalibration)
-		printPlanLatency(env.stdout, block.PlanLatency, c.rate)
+		cl.PlanLatency = planLatency(results, prov.seeds, calibration.PlanLatencyFromCalibration)
+		printPlanLatency(env.stdout, cl.PlanLatency, c.rate)
 	} else {
 		fmt.Fprintln(env.stdout, "plan latency not recorded (--traces): record it with sim calibrate --latency-only at this rate and K")
 	}
-	if err := c.writeSummary("closed_loop", block, results); err != nil {
+	if err := c.writeSummary("closed_loop", cl, results); err != nil {
 		return fail(err)
 	}
 	if c.dryRun {
 		fmt.Fprintln(env.stdout, "dry run: the bundle was not changed")
 		return exitOK
 	}
-	where, err := writeClosedLoop(c.bundleDir, cl, block.PlanLatency)
+	where, err := writeClosedLoop(c.bundleDir, cl)
 	if err != nil {
 		return fail(err)
 	}
@@ -307,16 +308,8 @@ func cmdSimCalibrate(ctx context.Context, env *cliEnv, args []string) int {
 	return exitOK
 }
 
-// calibratedLoop is the closed-loop block sim calibrate writes: the safety
-// package's fit and how long the plans of the driving took (nil: not
-// recorded, with --traces). engines.ClosedLoop reads both.
-type calibratedLoop struct {
-	*safety.ClosedLoop
-	PlanLatency *engines.PlanLatency `json:"plan_latency,omitempty"`
-}
-
 // planLatency summarizes every plan latency of results (nil: none).
-func planLatency(results []evalResult, seeds [2]int, measured string) *engines.PlanLatency {
+func planLatency(results []evalResult, seeds [2]int, measured string) *calibration.PlanLatency {
 	var ms []float64
 	for _, r := range results {
 		ms = append(ms, r.inferMs...)
@@ -324,13 +317,13 @@ func planLatency(results []evalResult, seeds [2]int, measured string) *engines.P
 	if len(ms) == 0 {
 		return nil
 	}
-	return &engines.PlanLatency{P50Ms: *quantile(ms, 0.5), P90Ms: *quantile(ms, 0.9), Plans: len(ms),
+	return &calibration.PlanLatency{P50Ms: *quantile(ms, 0.5), P90Ms: *quantile(ms, 0.9), Plans: len(ms),
 		Episodes: len(results), Seeds: seeds, Measured: measured}
 }
 
 // printPlanLatency prints pl and the lateness limit the runtime derives
 // from it at rateHz.
-func printPlanLatency(w io.Writer, pl *engines.PlanLatency, rateHz float64) {
+func printPlanLatency(w io.Writer, pl *calibration.PlanLatency, rateHz float64) {
 	if pl == nil {
 		fmt.Fprintln(w, "plan latency: no plan finished, nothing recorded")
 		return
@@ -345,7 +338,7 @@ func printPlanLatency(w io.Writer, pl *engines.PlanLatency, rateHz float64) {
 // calibration at this rate and K, measured afterwards, and keeps its
 // thresholds.
 func (c *calibrateFlags) addLatency(env *cliEnv, prov provenance, results []evalResult, fail func(error) int) int {
-	pl := planLatency(results, prov.seeds, engines.PlanLatencyAfterwards)
+	pl := planLatency(results, prov.seeds, calibration.PlanLatencyAfterwards)
 	if pl == nil {
 		return fail(errors.New("no plan finished in these episodes: nothing to record"))
 	}
@@ -576,17 +569,9 @@ func freshScores(trace []float64) int {
 	return n
 }
 
-// bandUnitText names what the bands' From counts, for the printouts.
-func bandUnitText(unit string) string {
-	if unit == engines.BandUnitTicks {
-		return "running ticks"
-	}
-	return "fresh scores"
-}
-
 // printClosedLoop prints the fitted thresholds and how many calibration
 // episodes each part would have tripped with them.
-func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [][]float64, rule safety.NOfMConfig) {
+func printClosedLoop(w io.Writer, bundle string, cl *calibration.ClosedLoop, traces [][]float64, rule safety.NOfMConfig) {
 	split := fmt.Sprintf("%d fit the bands, %d set q", cl.FitEpisodes, cl.ConformalEpisodes)
 	if cl.FitEpisodes == 0 {
 		split = fmt.Sprintf("one band (the score is standardized), %d set q", cl.ConformalEpisodes)
@@ -608,7 +593,7 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 		fresh += freshScores(tr)
 	}
 	fmt.Fprintf(w, "bands by %s since arming (band_unit %s); %d fresh scores on %d running ticks (%.2f per tick)\n",
-		bandUnitText(string(cl.Unit())), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
+		cl.Unit().Noun(), cl.Unit(), fresh, ticks, float64(fresh)/float64(max(ticks, 1)))
 	if c := cl.Ceiling; c != nil {
 		fmt.Fprintf(w, "one-tick ceiling: ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g\n", c.Alpha, c.Q, ceilingWhy(c), cl.Alpha+c.Alpha)
 	}
@@ -621,7 +606,7 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 		if c := cl.Ceiling; c != nil {
 			ceil = fmt.Sprintf(" ceiling %.6g", c.Level(b))
 		}
-		fmt.Fprintf(w, "  %s %d %s since arming: mean %.6g std %.4g threshold %.6g%s\n", bandUnitText(string(cl.Unit())), b.From, to, b.Mean, b.Std, b.Threshold, ceil)
+		fmt.Fprintf(w, "  %s %d %s since arming: mean %.6g std %.4g threshold %.6g%s\n", cl.Unit().Noun(), b.From, to, b.Mean, b.Std, b.Threshold, ceil)
 	}
 	fit, conf := 0, 0
 	for i, tr := range traces {
@@ -643,21 +628,20 @@ func printClosedLoop(w io.Writer, bundle string, cl *safety.ClosedLoop, traces [
 
 // tripsWithBands replays one trace through the n-of-m rule with the fitted
 // band thresholds, and the one-tick ceiling when cl has one.
-func tripsWithBands(cl *safety.ClosedLoop, rule safety.NOfMConfig, trace []float64) bool {
+func tripsWithBands(cl *calibration.ClosedLoop, rule safety.NOfMConfig, trace []float64) bool {
 	score, _ := safety.ParseScore(cl.Score)
 	th := safety.Threshold{Score: score, Value: cl.Bands[0].Threshold, Bands: cl.Bands, BandUnit: cl.Unit(), Ceiling: cl.Ceiling}
 	trips, err := safety.Replay(safety.RuleConfig{Kind: safety.RuleNOfM, NOfM: rule}, th, trace)
 	return err == nil && len(trips) > 0
 }
 
-// writeClosedLoop writes cl, with the plan latency pl of its driving (nil:
-// not recorded), into the bundle's manifest.json (where:
-// placeClosedLoop) and leaves every other byte of meaning alone: keys keep
-// their order, numbers their text (the manifest's file hashes do not cover
-// manifest.json itself). It returns where cl went.
-func writeClosedLoop(bundle string, cl *safety.ClosedLoop, pl *engines.PlanLatency) (string, error) {
-	block := &calibratedLoop{ClosedLoop: cl, PlanLatency: pl}
-	return writeManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, block) })
+// writeClosedLoop writes cl, with the plan latency of its driving when it
+// records one, into the bundle's manifest.json (where: placeClosedLoop) and
+// leaves every other byte of meaning alone: keys keep their order, numbers
+// their text (the manifest's file hashes do not cover manifest.json
+// itself). It returns where cl went.
+func writeClosedLoop(bundle string, cl *calibration.ClosedLoop) (string, error) {
+	return writeManifest(bundle, func(cal *manifestedit.Object) (string, error) { return placeClosedLoop(cal, cl) })
 }
 
 // writeManifest writes the bundle's manifest.json with its calibration
@@ -680,11 +664,11 @@ func writeManifest(bundle string, place func(cal *manifestedit.Object) (string, 
 // steps: a manifest that could not take one fails before any episode is
 // driven.
 func checkCalibratable(bundle, score string, rateHz float64, k int) error {
-	cl := &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: safety.BandTicks, RateHz: rateHz, StepsK: k,
-		Rule:  safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-		Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}}
+	cl := &calibration.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, BandUnit: calibration.BandTicks, RateHz: rateHz, StepsK: k,
+		Rule:  calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+		Bands: []calibration.Band{{From: 0, Mean: 0, Std: 1, Threshold: 1}}}
 	_, _, _, err := calibratedManifest(bundle, func(cal *manifestedit.Object) (string, error) {
-		return placeClosedLoop(cal, &calibratedLoop{ClosedLoop: cl})
+		return placeClosedLoop(cal, cl)
 	})
 	return err
 }
@@ -741,7 +725,7 @@ type loopKey struct {
 // calibrations are all of one score). Otherwise closed_loop stays the one
 // used at any other rate or K, and cl replaces the entry of
 // closed_loop_others at its rate and K, or is appended to them.
-func placeClosedLoop(cal *manifestedit.Object, cl *calibratedLoop) (string, error) {
+func placeClosedLoop(cal *manifestedit.Object, cl *calibration.ClosedLoop) (string, error) {
 	var primary *loopKey
 	if _, err := cal.Get("closed_loop", &primary); err != nil {
 		return "", err
@@ -790,16 +774,9 @@ func placeClosedLoop(cal *manifestedit.Object, cl *calibratedLoop) (string, erro
 // and the kept window rule would have tripped on these episodes, and
 // writes it into that calibration (placeCeiling) unless --dry-run.
 func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov provenance, results []evalResult, fail func(error) int) int {
-	raw, err := json.Marshal(c.base)
-	if err != nil {
-		return fail(err)
-	}
-	var cl safety.ClosedLoop // engines and safety read the block's JSON alike
-	if err := json.Unmarshal(raw, &cl); err != nil {
-		return fail(err)
-	}
+	cl := *c.base // the calibration the ceiling is for, without the one it may have
 	cl.Ceiling = nil
-	ceil, err := safety.FitCeiling(traces, &cl, c.ceilingAlpha, c.ceilingMin)
+	ceil, err := calibrate.FitCeiling(traces, &cl, c.ceilingAlpha, c.ceilingMin)
 	if err != nil {
 		return fail(err)
 	}
@@ -815,7 +792,7 @@ func (c *calibrateFlags) addCeiling(env *cliEnv, traces [][]float64, prov proven
 	fmt.Fprintf(w, "ceiling alpha %.4g: q = %.4g %s; a fresh episode trips either rule with probability at most %.4g (the window's alpha + the ceiling's)\n",
 		ceil.Alpha, ceil.Q, ceilingWhy(ceil), cl.Alpha+ceil.Alpha)
 	for i, b := range cl.Bands {
-		fmt.Fprintf(w, "  band %d (%s %d on): threshold %.6g, ceiling %.6g\n", i, bandUnitText(string(cl.Unit())), b.From, b.Threshold, ceil.Level(b))
+		fmt.Fprintf(w, "  band %d (%s %d on): threshold %.6g, ceiling %.6g\n", i, cl.Unit().Noun(), b.From, b.Threshold, ceil.Level(b))
 	}
 	window, either := 0, 0
 	for _, tr := range traces {
@@ -849,7 +826,7 @@ func btoi(b bool) int {
 
 // placeCeiling sets the "ceiling" of the closed-loop calibration certified
 // at rateHz and k (placeInLoop).
-func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *safety.Ceiling) (string, error) {
+func placeCeiling(cal *manifestedit.Object, rateHz float64, k int, ceil *calibration.Ceiling) (string, error) {
 	return placeInLoop(cal, rateHz, k, "ceiling", ceil)
 }
 
@@ -910,7 +887,7 @@ func placeInLoop(cal *manifestedit.Object, rateHz float64, k int, key string, va
 
 // ceilingWhy says where a ceiling's q comes from: its fitted quantile, or
 // the window's q or the floor it was raised to.
-func ceilingWhy(c *safety.Ceiling) string {
+func ceilingWhy(c *calibration.Ceiling) string {
 	switch {
 	case c.Q == c.Quantile:
 		return "(the episodes' conformal quantile)"

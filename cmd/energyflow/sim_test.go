@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/actuators"
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/camera"
 	"github.com/energyflow/edge/engines"
 )
@@ -404,7 +405,7 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatalf("ClosedLoopFor(10 Hz, K=20) = %+v, %v: want the new calibration", cl, ok)
 	}
 	if cl.Alpha != 0.5 || cl.Task != "button-press" || cl.Episodes != 4 || cl.Seeds != [2]int{2000, 2003} || len(cl.Bands) == 0 || cl.Bands[0].From != 0 ||
-		cl.BandUnit != engines.BandUnitTicks {
+		cl.BandUnit != calibration.BandTicks {
 		t.Errorf("closed_loop = %+v", cl)
 	}
 	if cal.Recommended != before.Manifest.Calibration.Recommended || after.Manifest.Name != before.Manifest.Name {
@@ -424,7 +425,7 @@ func TestSimCalibrate(t *testing.T) {
 	}
 	// The calibration records how late its plans landed; the runtime warns past that.
 	pl := cl.PlanLatency
-	if pl == nil || pl.Measured != engines.PlanLatencyFromCalibration || pl.Episodes != 4 || pl.Seeds != [2]int{2000, 2003} ||
+	if pl == nil || pl.Measured != calibration.PlanLatencyFromCalibration || pl.Episodes != 4 || pl.Seeds != [2]int{2000, 2003} ||
 		pl.Plans < 4 || !(pl.P50Ms > 0 && pl.P90Ms >= pl.P50Ms) {
 		t.Fatalf("plan_latency = %+v, want the calibration's own driving", pl)
 	}
@@ -445,7 +446,7 @@ func TestSimCalibrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl2, _ := again.Manifest.Calibration.ClosedLoopFor(10, 20)
-	if pl := cl2.PlanLatency; pl == nil || pl.Measured != engines.PlanLatencyAfterwards || pl.Episodes != 2 || pl.Seeds != [2]int{2100, 2101} {
+	if pl := cl2.PlanLatency; pl == nil || pl.Measured != calibration.PlanLatencyAfterwards || pl.Episodes != 2 || pl.Seeds != [2]int{2100, 2101} {
 		t.Fatalf("--latency-only wrote %+v", cl2.PlanLatency)
 	}
 	was := *cl

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
 )
@@ -21,8 +22,8 @@ import (
 // refused before anything is written.
 func TestWriteClosedLoop(t *testing.T) {
 	root := moduleRoot(t)
-	cl := &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-		Bands: []safety.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
+	cl := &calibration.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1.5, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+		Bands: []calibration.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
 		Task:  "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20,
 		Seeds: [2]int{2000, 2039}}
 	tests := []struct {
@@ -45,7 +46,7 @@ func TestWriteClosedLoop(t *testing.T) {
 			if err := checkCalibratable(dir, "energy", 20, 20); err != nil {
 				t.Fatalf("checkCalibratable: %v", err)
 			}
-			if _, err := writeClosedLoop(dir, cl, nil); err != nil {
+			if _, err := writeClosedLoop(dir, cl); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)
@@ -89,13 +90,13 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "bundles/metaworld-button-press"))); err != nil {
 		t.Fatal(err)
 	}
-	at := func(score string, rate float64, k int, thr float64) *safety.ClosedLoop {
-		return &safety.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-			BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 0, Std: 1, Threshold: thr}},
+	at := func(score string, rate float64, k int, thr float64) *calibration.ClosedLoop {
+		return &calibration.ClosedLoop{Score: score, Alpha: 0.1, Q: 1, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+			BandUnit: calibration.BandTicks, Bands: []calibration.Band{{From: 0, Mean: 0, Std: 1, Threshold: thr}},
 			Task: "button-press", Level: "0", RateHz: rate, StepsK: k, MaxSteps: 500, Episodes: 10, ConformalEpisodes: 10, Seeds: [2]int{1, 10}}
 	}
 	steps := []struct {
-		cl     *safety.ClosedLoop
+		cl     *calibration.ClosedLoop
 		where  string // prefix of where it went
 		others int    // len(closed_loop_others) after
 	}{
@@ -105,7 +106,7 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 		{at("energy", 20, 10, 4), "calibration.closed_loop_others[1]", 2},
 	}
 	for i, st := range steps {
-		where, err := writeClosedLoop(dir, st.cl, nil)
+		where, err := writeClosedLoop(dir, st.cl)
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -135,7 +136,7 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 			t.Errorf("ClosedLoopFor(%g Hz, K=%d) = %+v, %v; want threshold %g, %v", tc.rate, tc.k, cl, ok, tc.thr, tc.match)
 		}
 	}
-	where, err := writeClosedLoop(dir, at("state_energy", 10, 20, 5), nil)
+	where, err := writeClosedLoop(dir, at("state_energy", 10, 20, 5))
 	if err != nil || !strings.Contains(where, "its 2 closed_loop_others, of score energy, dropped") {
 		t.Fatalf("another score: went to %q (%v)", where, err)
 	}
@@ -150,18 +151,18 @@ func TestWriteClosedLoopPerRate(t *testing.T) {
 // without band_unit (calibrated before the key: fresh scores).
 func TestClosedLoopPrintoutsNameTheUnit(t *testing.T) {
 	cases := []struct {
-		unit  safety.BandUnit
+		unit  calibration.BandUnit
 		bands string // how the bands' header reads
 		noun  string // what each band line counts
 	}{
-		{safety.BandTicks, "bands by running ticks since arming (band_unit ticks)", "running ticks"},
-		{safety.BandFreshScores, "bands by fresh scores since arming (band_unit fresh_scores): they shift with the scorer's throughput", "fresh scores"},
+		{calibration.BandTicks, "bands by running ticks since arming (band_unit ticks)", "running ticks"},
+		{calibration.BandFreshScores, "bands by fresh scores since arming (band_unit fresh_scores): they shift with the scorer's throughput", "fresh scores"},
 		{"", "bands by fresh scores since arming (no band_unit: calibrated before it existed): they shift with the scorer's throughput", "fresh scores"},
 	}
 	for _, tc := range cases {
 		t.Run("band_unit="+string(tc.unit), func(t *testing.T) {
-			cl := &safety.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-				BandUnit: tc.unit, Bands: []safety.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
+			cl := &calibration.ClosedLoop{Score: "energy", Alpha: 0.1, Q: 1.5, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+				BandUnit: tc.unit, Bands: []calibration.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
 				Task: "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 2, FitEpisodes: 1, ConformalEpisodes: 1,
 				Seeds: [2]int{2000, 2001}}
 			var out bytes.Buffer
@@ -332,10 +333,10 @@ func TestReadTraces(t *testing.T) {
 // bundle verify give each band's ceiling beside its threshold, and the
 // episode bound alpha + ceiling alpha.
 func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
-	cl := &safety.ClosedLoop{Score: "energy", Alpha: 0.05, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-		BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
+	cl := &calibration.ClosedLoop{Score: "energy", Alpha: 0.05, Q: 1.5, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+		BandUnit: calibration.BandTicks, Bands: []calibration.Band{{From: 0, Mean: 10, Std: 2, Threshold: 13}, {From: 10, Mean: 8, Std: 1, Threshold: 9.5}},
 		Task: "button-press", Level: "0", RateHz: 20, StepsK: 20, MaxSteps: 500, Episodes: 2, FitEpisodes: 1, ConformalEpisodes: 1,
-		Seeds: [2]int{2000, 2001}, Ceiling: &safety.Ceiling{Alpha: 0.02, Q: 4, Quantile: 3.5, Episodes: 1, Seeds: [2]int{2000, 2001}}}
+		Seeds: [2]int{2000, 2001}, Ceiling: &calibration.Ceiling{Alpha: 0.02, Q: 4, Quantile: 3.5, Episodes: 1, Seeds: [2]int{2000, 2001}}}
 	var out bytes.Buffer
 	printClosedLoop(&out, "b", cl, [][]float64{{1, 1, 1, 1}, {1, 1, 1, 30}}, safety.NOfMConfig{N: 3, M: 5})
 	for _, w := range []string{"one-tick ceiling: ceiling alpha 0.02: q = 4 (the window's q: the episodes' quantile, 3.5, is below it", "a fresh episode trips either rule with probability at most 0.07",
@@ -357,10 +358,10 @@ func TestClosedLoopPrintoutsShowTheCeiling(t *testing.T) {
 
 // verifiedCalibration writes cl into a test bundle and returns what
 // bundle verify prints about it (failing the test unless it verifies).
-func verifiedCalibration(t *testing.T, cl *safety.ClosedLoop) string {
+func verifiedCalibration(t *testing.T, cl *calibration.ClosedLoop) string {
 	t.Helper()
 	dir := writeTestBundle(t)
-	if _, err := writeClosedLoop(dir, cl, nil); err != nil {
+	if _, err := writeClosedLoop(dir, cl); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer

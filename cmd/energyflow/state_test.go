@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/enginestest"
-	"github.com/energyflow/edge/safety"
 )
 
 // bundle verify prints the state_energy block and evaluates the state term
@@ -71,8 +71,8 @@ func TestBundleVerifyStateTerm(t *testing.T) {
 // state score into a bundle with the state term (refused, before anything
 // is written, into one without); bundle verify then shows it.
 func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
-	cl := &safety.ClosedLoop{Score: "state_energy", Alpha: 0.1, Q: 1.5, Rule: safety.ClosedLoopRule{Kind: safety.RuleNOfM, N: 3, M: 5},
-		BandUnit: safety.BandTicks, Bands: []safety.Band{{From: 0, Mean: 1, Std: 2, Threshold: 4}, {From: 10, Mean: 0.5, Std: 1, Threshold: 2}},
+	cl := &calibration.ClosedLoop{Score: "state_energy", Alpha: 0.1, Q: 1.5, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: 3, M: 5},
+		BandUnit: calibration.BandTicks, Bands: []calibration.Band{{From: 0, Mean: 1, Std: 2, Threshold: 4}, {From: 10, Mean: 0.5, Std: 1, Threshold: 2}},
 		Task: "button-press", Level: "0", RateHz: 10, StepsK: 20, MaxSteps: 500, Episodes: 40, FitEpisodes: 20, ConformalEpisodes: 20,
 		Seeds: [2]int{2000, 2039}}
 	plain := writeTestBundle(t)
@@ -95,7 +95,7 @@ func TestWriteClosedLoopOfTheStateScore(t *testing.T) {
 			if err := checkCalibratable(dir, "state_energy", 20, 20); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := writeClosedLoop(dir, cl, nil); err != nil {
+			if _, err := writeClosedLoop(dir, cl); err != nil {
 				t.Fatal(err)
 			}
 			b, err := engines.LoadBundle(dir)

@@ -1,154 +1,19 @@
-package safety
+package calibrate
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/energyflow/edge/calibration"
+	"github.com/energyflow/edge/safety"
 )
 
-// ClosedLoop is a closed-loop, conformal, time-varying energy threshold: the
-// bundle manifest's "calibration.closed_loop" block (docs/safety.md), fitted
-// by FitClosedLoop on level-0 episodes driven through the runtime.
-//
-// The threshold depends on the time since the gate was last armed, counted
-// in BandUnit: Bands[b] applies from its From up to the next band's. Each
-// band's Threshold is Mean + Q·Std. Q is the split-conformal quantile that
-// makes a fresh episode, exchangeable with the calibration episodes, trip
-// the Rule with probability at most Alpha.
-type ClosedLoop struct {
-	Score string         `json:"score"` // the calibrated score: "energy" (FitClosedLoop's default), "centered_energy" or "state_energy"
-	Alpha float64        `json:"alpha"` // tolerated trip probability of a fresh level-0 episode
-	Rule  ClosedLoopRule `json:"rule"`  // the decision rule Q was certified for
-	Q     float64        `json:"q"`     // the conformal quantile, in band standard deviations
-	// BandUnit is what a band's From counts since arming: BandTicks
-	// (FitClosedLoop) or BandFreshScores. Empty (a manifest without
-	// band_unit, calibrated before the key existed): BandFreshScores.
-	BandUnit BandUnit `json:"band_unit,omitempty"`
-	Bands    []Band   `json:"bands"` // sorted by From, the first From is 0
+// scoreList is the valid score names for messages.
+const scoreList = `"energy", "centered_energy" or "state_energy"`
 
-	// Provenance, filled by the caller of FitClosedLoop.
-	Task     string  `json:"task"`
-	Level    string  `json:"level"`
-	RateHz   float64 `json:"rate_hz"`
-	StepsK   int     `json:"steps_k"`
-	MaxSteps int     `json:"max_steps"`
-
-	Episodes          int    `json:"episodes"`           // FitEpisodes + ConformalEpisodes
-	FitEpisodes       int    `json:"fit_episodes"`       // episodes the bands' mean and std come from
-	ConformalEpisodes int    `json:"conformal_episodes"` // episodes Q comes from
-	Seeds             [2]int `json:"seeds"`              // first and last episode seed
-
-	// TripsPerHour, when > 0, is the false-trip rate the calibration was
-	// asked to certify (ClosedLoopOptions.TripsPerHour): Alpha was derived
-	// from it as TripsPerHour·ConformalHours/ConformalEpisodes, the
-	// conformal episodes' running hours at RateHz. Zero: Alpha was given.
-	TripsPerHour   float64 `json:"trips_per_hour,omitempty"`
-	ConformalHours float64 `json:"conformal_hours,omitempty"`
-	// SuccessfulOnly: the calibration kept only the episodes that
-	// succeeded (as FIPER calibrates on successful rollouts), so Alpha
-	// bounds the trips of episodes that would succeed; a failing episode
-	// may trip more often, which is the stop doing its job.
-	SuccessfulOnly bool `json:"successful_only,omitempty"`
-
-	// Ceiling, when set, is a one-tick rule beside Rule: a single fresh
-	// score above its band's Mean + Ceiling.Q·Std trips at once, whatever
-	// the rule's window holds. Nil: Rule alone.
-	Ceiling *Ceiling `json:"ceiling,omitempty"`
-}
-
-// Ceiling is a closed-loop calibration's one-tick ceiling: the trip level
-// of a single fresh score, Mean + Q·Std of its band (Q itself for a
-// standardized score's one band {Mean 0, Std 1}).
-//
-// Q is the split-conformal quantile of the conformal episodes' largest
-// single z-score, at level Alpha: a fresh level-0 episode exceeds the
-// ceiling with probability at most Alpha. With the rule's own Alpha, a
-// fresh episode trips either with probability at most Alpha + Ceiling.Alpha
-// (union bound). A ceiling lets a brief spike, one or two scores far above
-// anything seen (an absurd state at onset), stop the arm on its first tick
-// while the window rule ignores single outliers (docs/safety.md, "The
-// one-tick ceiling").
-type Ceiling struct {
-	Alpha float64 `json:"alpha"` // tolerated probability that a fresh level-0 episode has one score above the ceiling
-	Q     float64 `json:"q"`     // in band standard deviations: max(Quantile, the rule's q, Min)
-	// Quantile is the conformal quantile the episodes gave at Alpha; Min
-	// the floor the caller asked for (0: none). The guarantee holds at any
-	// level at or above Quantile, so Q may be raised to the rule's q or to
-	// Min: a higher ceiling trips less often, on readings further out.
-	Quantile float64 `json:"quantile"`
-	Min      float64 `json:"min,omitempty"`
-
-	// Provenance: the episodes Q comes from — the calibration's conformal
-	// episodes, or (sim calibrate --ceiling-only, added to an existing
-	// calibration) episodes of its own — filled by the caller of
-	// FitCeiling; FitClosedLoop fills Episodes.
-	Episodes int    `json:"episodes"`
-	Seeds    [2]int `json:"seeds"` // first and last episode seed
-	// SuccessfulOnly: Q comes from the episodes that succeeded only, so
-	// Alpha bounds the ceiling trips of episodes that would succeed; a
-	// failing episode may exceed it more often (the stop doing its job).
-	SuccessfulOnly bool `json:"successful_only,omitempty"`
-}
-
-// Level returns the ceiling's trip level in band b: b.Mean + c.Q·b.Std.
-func (c *Ceiling) Level(b Band) float64 { return b.Mean + c.Q*b.Std }
-
-// ClosedLoopRule is the decision rule a ClosedLoop was certified for. Only
-// RuleNOfM is supported: the gate applies the bands only when it runs the
-// same rule with the same N and M.
-type ClosedLoopRule struct {
-	Kind string `json:"kind"` // RuleNOfM
-	N    int    `json:"n"`
-	M    int    `json:"m"`
-}
-
-// BandUnit is what a closed-loop band's From counts since the gate was
-// last armed (the manifest's calibration.closed_loop.band_unit).
-type BandUnit string
-
-const (
-	// BandTicks counts running control ticks, with or without a fresh
-	// score: time at the loop rate, whatever the scorer's throughput.
-	// FitClosedLoop fits in it.
-	BandTicks BandUnit = "ticks"
-	// BandFreshScores counts the fresh scores the gate observed, which
-	// depends on how many ticks the scorer keeps up with (machine load):
-	// the meaning of a manifest without band_unit.
-	BandFreshScores BandUnit = "fresh_scores"
-)
-
-// Unit returns what the bands' From counts: BandUnit, or BandFreshScores
-// when it is empty.
-func (c *ClosedLoop) Unit() BandUnit {
-	if c.BandUnit == "" {
-		return BandFreshScores
-	}
-	return c.BandUnit
-}
-
-func (u BandUnit) valid() bool { return u == BandTicks || u == BandFreshScores }
-
-// noun names what u counts, for messages ("" counts fresh scores).
-func (u BandUnit) noun() string {
-	if u == BandTicks {
-		return "running ticks"
-	}
-	return "fresh scores"
-}
-
-// Band is one piece of a time-varying threshold: from From (ticks or fresh
-// scores since arming, see BandUnit) until the next band's From, the score
-// trips above Threshold = Mean + Q·Std, Mean and Std being the score's
-// statistics over the fit episodes' fresh scores in the band.
-type Band struct {
-	From      int     `json:"from"`
-	Mean      float64 `json:"mean"`
-	Std       float64 `json:"std"`
-	Threshold float64 `json:"threshold"`
-}
-
-// DefaultBandStarts returns FitClosedLoop's default band starts, in the
+// DefaultBandStarts returns Fit's default band starts, in the
 // fit's unit (running ticks since arming by default): 0, 10, 30, 60 and
 // 120. The score is least stationary right after arming (the first action
 // chunk starts from rest while the policy's observation history fills up:
@@ -158,26 +23,27 @@ type Band struct {
 // the one before it, so short episodes simply get fewer bands.
 func DefaultBandStarts() []int { return []int{0, 10, 30, 60, 120} }
 
-// DefaultMinBandSamples is FitClosedLoop's default minimum number of fit
+// DefaultMinBandSamples is Fit's default minimum number of fit
 // samples (fresh scores of the fit episodes) a band needs to stand alone.
 const DefaultMinBandSamples = 50
 
-// ClosedLoopOptions configure FitClosedLoop. Zero values take the defaults.
-type ClosedLoopOptions struct {
+// FitOptions configure Fit. Zero values take the defaults.
+type FitOptions struct {
 	// Alpha is the tolerated trip probability of a fresh episode, in (0, 1).
 	Alpha float64
 	// N and M are the n-of-m rule the threshold is certified for
-	// (1 ≤ N ≤ M ≤ 64); zero: DefaultConfig's 3 of 5.
+	// (1 ≤ N ≤ M ≤ 64); zero: safety.DefaultConfig's 3 of 5.
 	N, M int
 	// FitEpisodes is how many of the traces (the first ones) fit the bands'
 	// mean and std; the others are the conformal episodes that set Q.
 	// Zero: half of the traces, rounded down.
 	FitEpisodes int
 	// BandUnit is what the traces' index and the bands' From count:
-	// BandTicks (each trace entry is one running tick) or BandFreshScores
+	// calibration.BandTicks (each trace entry is one running tick) or
+	// calibration.BandFreshScores
 	// (only the fresh scores are counted, as bundles calibrated before
 	// ticks were). Empty: BandTicks.
-	BandUnit BandUnit
+	BandUnit calibration.BandUnit
 	// BandStarts are the candidate band starts in BandUnit since arming,
 	// strictly increasing from 0. Nil: DefaultBandStarts.
 	BandStarts []int
@@ -186,8 +52,8 @@ type ClosedLoopOptions struct {
 	// Zero: DefaultMinBandSamples.
 	MinBandSamples int
 	// Score is the score the traces hold, written into the result's Score;
-	// the zero value is ScoreEnergy.
-	Score Score
+	// the zero value is safety.ScoreEnergy.
+	Score safety.Score
 
 	// TripsPerHour, when > 0, replaces Alpha by a false-trip rate: Alpha
 	// becomes TripsPerHour·H/n_c, H the conformal episodes' running hours
@@ -228,7 +94,7 @@ func MinConformalEpisodes(alpha float64) int {
 // that 1/0.05 or 10·(1−0.1) land on the integer they stand for).
 func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 
-// FitClosedLoop fits a closed-loop conformal threshold (split conformal
+// Fit fits a closed-loop conformal threshold (split conformal
 // prediction) on the energy traces of level-0 episodes. traces[e][i] is
 // episode e's score at its i-th running control tick since the gate was
 // armed, NaN where that tick had no fresh score. A fresh score belongs to
@@ -255,7 +121,7 @@ func ceilTol(x float64) int { return int(math.Ceil(x - 1e-9)) }
 // The result has Score (o.Score's name, "energy" by default), Alpha, Rule,
 // Q, BandUnit, Bands and the episode counts filled; the caller fills the provenance (task, level, rate, K,
 // steps, seeds). Each error is one line saying what to change.
-func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
+func Fit(traces [][]float64, o FitOptions) (*calibration.ClosedLoop, error) {
 	if o.TripsPerHour != 0 {
 		return fitPerHour(traces, o)
 	}
@@ -269,21 +135,21 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	}
 	n, m := o.N, o.M
 	if n == 0 && m == 0 {
-		d := DefaultConfig().Energy.Rule.NOfM
+		d := safety.DefaultConfig().Energy.Rule.NOfM
 		n, m = d.N, d.M
 	}
-	if m < 1 || m > maxWindow || n < 1 || n > m {
-		return nil, fmt.Errorf("safety: closed-loop rule %d of %d: need 1 ≤ n ≤ m ≤ %d", n, m, maxWindow)
+	if m < 1 || m > calibration.MaxWindow || n < 1 || n > m {
+		return nil, fmt.Errorf("safety: closed-loop rule %d of %d: need 1 ≤ n ≤ m ≤ %d", n, m, calibration.MaxWindow)
 	}
-	if o.Score >= NumScores {
+	if o.Score >= safety.NumScores {
 		return nil, fmt.Errorf("safety: closed-loop score %v: expected %s", o.Score, scoreList)
 	}
 	unit := o.BandUnit
 	if unit == "" {
-		unit = BandTicks
+		unit = calibration.BandTicks
 	}
-	if !unit.valid() {
-		return nil, fmt.Errorf("safety: closed-loop band unit %q: expected %q (running control ticks since arming) or %q (fresh scores since arming)", unit, BandTicks, BandFreshScores)
+	if !unit.Valid() {
+		return nil, fmt.Errorf("safety: closed-loop band unit %q: expected %q (running control ticks since arming) or %q (fresh scores since arming)", unit, calibration.BandTicks, calibration.BandFreshScores)
 	}
 	starts := o.BandStarts
 	if starts == nil {
@@ -336,7 +202,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 		return nil, err
 	}
 
-	bands := []Band{{From: 0, Mean: 0, Std: 1}}
+	bands := []calibration.Band{{From: 0, Mean: 0, Std: 1}}
 	if !o.Standardized {
 		if bands, err = fitBands(xs[:fit], at[:fit], starts, minSamples); err != nil {
 			return nil, err
@@ -362,8 +228,8 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 	for i := range bands {
 		bands[i].Threshold = bands[i].Mean + q*bands[i].Std
 	}
-	cl := &ClosedLoop{
-		Score: o.Score.String(), Alpha: o.Alpha, Rule: ClosedLoopRule{Kind: RuleNOfM, N: n, M: m},
+	cl := &calibration.ClosedLoop{
+		Score: o.Score.String(), Alpha: o.Alpha, Rule: calibration.Rule{Kind: calibration.RuleNOfM, N: n, M: m},
 		Q: q, BandUnit: unit, Bands: bands, Episodes: total, FitEpisodes: fit, ConformalEpisodes: nc,
 	}
 	if o.CeilingAlpha > 0 {
@@ -378,7 +244,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 
 // FitCeiling fits a one-tick Ceiling at level alpha for the closed-loop
 // calibration cl (its Bands, BandUnit and Q) on traces of level-0 episodes
-// like FitClosedLoop's, all of them conformal: each episode's score is its
+// like Fit's, all of them conformal: each episode's score is its
 // largest z = (x − mean_b)/std_b, and Q the ⌈(n+1)(1−alpha)⌉-th smallest,
 // raised to cl.Q when below it (a ceiling under the rule's threshold would
 // trip more often than the rule; its guarantee holds at any higher level).
@@ -388,7 +254,7 @@ func FitClosedLoop(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error)
 // standard deviations: the guarantee holds at any higher level, and a
 // ceiling meant for absurd readings is best kept well above the episodes'
 // own (Ceiling.Min). The caller fills Seeds and SuccessfulOnly.
-func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha, floor float64) (*Ceiling, error) {
+func FitCeiling(traces [][]float64, cl *calibration.ClosedLoop, alpha, floor float64) (*calibration.Ceiling, error) {
 	if err := ceilingArgs(alpha, floor); err != nil {
 		return nil, err
 	}
@@ -407,7 +273,7 @@ func FitCeiling(traces [][]float64, cl *ClosedLoop, alpha, floor float64) (*Ceil
 
 // ceilingOf is the ceiling at alpha on the fresh scores xs (at: their
 // places in the bands' unit) of conformal episodes, at least q and min.
-func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha, floor float64) (*Ceiling, error) {
+func ceilingOf(xs [][]float64, at [][]int, bands []calibration.Band, q, alpha, floor float64) (*calibration.Ceiling, error) {
 	n := len(xs)
 	scores := make([]float64, n)
 	buf := make([]float64, 1)
@@ -419,7 +285,7 @@ func ceilingOf(xs [][]float64, at [][]int, bands []Band, q, alpha, floor float64
 	if math.IsInf(cq, 0) {
 		return nil, errors.New("safety: the ceiling's episodes have no fresh score: its quantile is undefined — drive longer episodes")
 	}
-	return &Ceiling{Alpha: alpha, Q: math.Max(math.Max(cq, q), floor), Quantile: cq, Min: floor, Episodes: n}, nil
+	return &calibration.Ceiling{Alpha: alpha, Q: math.Max(math.Max(cq, q), floor), Quantile: cq, Min: floor, Episodes: n}, nil
 }
 
 // conformalRank is the rank (from 1) of the split-conformal quantile at
@@ -434,7 +300,7 @@ func ceilingArgs(alpha, floor float64) error {
 	if !(alpha > 0 && alpha < 1) {
 		return fmt.Errorf("safety: closed-loop ceiling alpha %v is not in (0, 1): it is the tolerated probability that a fresh level-0 episode has one score above the ceiling, e.g. 0.02", alpha)
 	}
-	if floor < 0 || !isFinite(floor) {
+	if floor < 0 || !finite(floor) {
 		return fmt.Errorf("safety: closed-loop ceiling floor %v: expected a finite number ≥ 0", floor)
 	}
 	return nil
@@ -443,7 +309,7 @@ func ceilingArgs(alpha, floor float64) error {
 // freshOf splits per-tick traces into each episode's fresh scores xs[e]
 // and where each falls in the bands' unit at[e] (its tick, or its index
 // among the fresh scores), refusing infinite entries.
-func freshOf(traces [][]float64, unit BandUnit) (xs [][]float64, at [][]int, err error) {
+func freshOf(traces [][]float64, unit calibration.BandUnit) (xs [][]float64, at [][]int, err error) {
 	xs = make([][]float64, len(traces))
 	at = make([][]int, len(traces))
 	for e, tr := range traces {
@@ -457,7 +323,7 @@ func freshOf(traces [][]float64, unit BandUnit) (xs [][]float64, at [][]int, err
 				return nil, nil, fmt.Errorf("safety: closed-loop trace %d, entry %d is %v: only finite scores (NaN: no fresh score) can be calibrated on", e, i, x)
 			}
 			k := len(c)
-			if unit == BandTicks {
+			if unit == calibration.BandTicks {
 				k = i
 			}
 			c = append(c, x)
@@ -468,21 +334,21 @@ func freshOf(traces [][]float64, unit BandUnit) (xs [][]float64, at [][]int, err
 	return xs, at, nil
 }
 
-// fitPerHour is FitClosedLoop with o.TripsPerHour: it derives the alpha
+// fitPerHour is Fit with o.TripsPerHour: it derives the alpha
 // that makes the expected false trips per running hour of fresh episodes
 // like the conformal ones at most o.TripsPerHour — an episode of the
 // conformal episodes' average length (H/n_c hours) may trip with
 // probability TripsPerHour·H/n_c — and fits with it. The derivation takes
 // the conformal episodes' lengths as those of the episodes to come (their
 // count per hour is estimated from them).
-func fitPerHour(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
+func fitPerHour(traces [][]float64, o FitOptions) (*calibration.ClosedLoop, error) {
 	switch {
 	case !(o.TripsPerHour > 0) || math.IsInf(o.TripsPerHour, 0):
 		return nil, fmt.Errorf("safety: closed-loop false trips per hour %v: expected a finite number > 0, e.g. 1", o.TripsPerHour)
 	case !(o.RateHz > 0) || math.IsInf(o.RateHz, 0):
 		return nil, fmt.Errorf("safety: closed-loop rate %v Hz: a false-trip rate per hour needs the traces' control rate", o.RateHz)
-	case o.BandUnit == BandFreshScores:
-		return nil, fmt.Errorf("safety: a false-trip rate per hour needs traces with one entry per running tick (band unit %q), not %q", BandTicks, BandFreshScores)
+	case o.BandUnit == calibration.BandFreshScores:
+		return nil, fmt.Errorf("safety: a false-trip rate per hour needs traces with one entry per running tick (band unit %q), not %q", calibration.BandTicks, calibration.BandFreshScores)
 	}
 	if len(traces) == 0 {
 		return nil, errors.New("safety: no closed-loop episodes: a false-trip rate per hour needs conformal level-0 driving")
@@ -515,7 +381,7 @@ func fitPerHour(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
 	}
 	rate := o.TripsPerHour
 	o.Alpha, o.TripsPerHour = alpha, 0
-	cl, err := FitClosedLoop(traces, o)
+	cl, err := Fit(traces, o)
 	if err != nil {
 		return nil, err
 	}
@@ -528,7 +394,7 @@ func fitPerHour(traces [][]float64, o ClosedLoopOptions) (*ClosedLoop, error) {
 // into the one before it, and the bands after band 0 into it while band 0
 // has too few) and returns each band's mean and floored std (Threshold
 // left 0).
-func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band, error) {
+func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]calibration.Band, error) {
 	count := make([]int, len(starts))
 	for e := range fit {
 		for _, k := range at[e] {
@@ -550,7 +416,7 @@ func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band
 	if len(keep) == 1 && curN < minSamples {
 		return nil, fmt.Errorf("safety: the %d fit episodes have %d fresh scores in all, fewer than the %d one band needs: drive more or longer episodes", len(fit), curN, minSamples)
 	}
-	bands := make([]Band, len(keep))
+	bands := make([]calibration.Band, len(keep))
 	for j, b := range keep {
 		bands[j].From = starts[b]
 	}
@@ -558,7 +424,7 @@ func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band
 	cnt := make([]int, len(bands))
 	for e, xs := range fit {
 		for i, x := range xs {
-			j := bandAt(bands, at[e][i])
+			j := calibration.BandAt(bands, at[e][i])
 			sum[j] += x
 			cnt[j]++
 		}
@@ -569,7 +435,7 @@ func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band
 	ss := make([]float64, len(bands))
 	for e, xs := range fit {
 		for i, x := range xs {
-			j := bandAt(bands, at[e][i])
+			j := calibration.BandAt(bands, at[e][i])
 			d := x - bands[j].Mean
 			ss[j] += d * d
 		}
@@ -589,11 +455,11 @@ func fitBands(fit [][]float64, at [][]int, starts []int, minSamples int) ([]Band
 // nOfM trips at i iff at least n of the last m scores are strictly above
 // their thresholds, i.e. iff the n-th largest of their z is > q. buf has
 // room for m values.
-func episodeScore(xs []float64, at []int, bands []Band, n, m int, buf []float64) float64 {
+func episodeScore(xs []float64, at []int, bands []calibration.Band, n, m int, buf []float64) float64 {
 	best := math.Inf(-1)
 	z := make([]float64, len(xs))
 	for i, x := range xs {
-		b := &bands[bandAt(bands, at[i])]
+		b := &bands[calibration.BandAt(bands, at[i])]
 		z[i] = (x - b.Mean) / b.Std
 		lo := max(0, i-m+1)
 		if i-lo+1 < n {
@@ -615,17 +481,6 @@ func bandOf(starts []int, i int) int {
 	return j
 }
 
-// bandAt is the index of the band that applies at i (ticks or fresh scores
-// since arming): the last one whose From is at or below i (band 0 below
-// every From).
-func bandAt(bands []Band, i int) int {
-	j := len(bands) - 1
-	for j > 0 && bands[j].From > i {
-		j--
-	}
-	return j
-}
-
 func strictlyIncreasing(s []int) bool {
 	for i := 1; i < len(s); i++ {
 		if s[i] <= s[i-1] {
@@ -635,86 +490,4 @@ func strictlyIncreasing(s []int) bool {
 	return true
 }
 
-// Validate reports every problem of the closed-loop calibration, each with
-// its key under calibration.closed_loop.
-func (c *ClosedLoop) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("safety: calibration.closed_loop.%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	if _, ok := ParseScore(c.Score); !ok {
-		bad("score", "%q is not a score — expected %s", c.Score, scoreList)
-	}
-	if !(c.Alpha > 0 && c.Alpha < 1) {
-		bad("alpha", "got %v, expected a value in (0, 1)", c.Alpha)
-	}
-	if r := c.Rule; r.Kind != RuleNOfM {
-		bad("rule.kind", "got %q, expected %q", r.Kind, RuleNOfM)
-	} else if r.M < 1 || r.M > maxWindow || r.N < 1 || r.N > r.M {
-		bad("rule", "n %d of m %d, expected 1 ≤ n ≤ m ≤ %d", r.N, r.M, maxWindow)
-	}
-	if !isFinite(c.Q) {
-		bad("q", "got %v, expected a finite number", c.Q)
-	}
-	if c.TripsPerHour < 0 || !isFinite(c.TripsPerHour) {
-		bad("trips_per_hour", "got %v, expected a finite number > 0 (or the key absent: alpha was given)", c.TripsPerHour)
-	}
-	if c.ConformalHours < 0 || !isFinite(c.ConformalHours) {
-		bad("conformal_hours", "got %v, expected a finite number ≥ 0", c.ConformalHours)
-	}
-	if cc := c.Ceiling; cc != nil {
-		if !(cc.Alpha > 0 && cc.Alpha < 1) {
-			bad("ceiling.alpha", "got %v, expected a value in (0, 1)", cc.Alpha)
-		}
-		if !isFinite(cc.Q) {
-			bad("ceiling.q", "got %v, expected a finite number", cc.Q)
-		} else if isFinite(c.Q) && cc.Q < c.Q {
-			bad("ceiling.q", "got %v, below the rule's q %v: the ceiling is a one-tick level above the rule's threshold", cc.Q, c.Q)
-		}
-		if !isFinite(cc.Quantile) || cc.Quantile > cc.Q {
-			bad("ceiling.quantile", "got %v, expected a finite number at most ceiling.q %v", cc.Quantile, cc.Q)
-		}
-		if cc.Min < 0 || !isFinite(cc.Min) || cc.Min > cc.Q {
-			bad("ceiling.min", "got %v, expected a finite number in [0, ceiling.q %v]", cc.Min, cc.Q)
-		}
-		if cc.Episodes < 0 {
-			bad("ceiling.episodes", "got %d, expected ≥ 0", cc.Episodes)
-		}
-	}
-	if c.BandUnit != "" && !c.BandUnit.valid() {
-		bad("band_unit", "got %q, expected %q (running control ticks since arming) or %q (fresh scores since arming; also the meaning when the key is absent)", c.BandUnit, BandTicks, BandFreshScores)
-	}
-	errs = append(errs, bandProblems("calibration.closed_loop.bands", c.Bands)...)
-	return errors.Join(errs...)
-}
-
-// bandProblems checks a band list: non-empty, From strictly increasing from
-// 0, finite values, Std > 0.
-func bandProblems(key string, bands []Band) []error {
-	var errs []error
-	bad := func(k, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("safety: %s: %s", k, fmt.Sprintf(format, args...)))
-	}
-	if len(bands) == 0 {
-		bad(key, "empty, expected at least one band starting at from 0")
-	}
-	for i, b := range bands {
-		k := fmt.Sprintf("%s[%d]", key, i)
-		switch {
-		case i == 0 && b.From != 0:
-			bad(k+".from", "got %d, expected 0 (the first band starts at arming)", b.From)
-		case i > 0 && b.From <= bands[i-1].From:
-			bad(k+".from", "got %d, expected more than the previous band's %d", b.From, bands[i-1].From)
-		}
-		if !isFinite(b.Mean) {
-			bad(k+".mean", "got %v, expected a finite number", b.Mean)
-		}
-		if !(b.Std > 0 && isFinite(b.Std)) {
-			bad(k+".std", "got %v, expected a finite number > 0", b.Std)
-		}
-		if !isFinite(b.Threshold) {
-			bad(k+".threshold", "got %v, expected a finite number", b.Threshold)
-		}
-	}
-	return errs
-}
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
