@@ -125,13 +125,25 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #           every rendered frame (a quarter of the image), as a hand or a
 #           cable in front of the lens would. State and physics are unchanged:
 #           the fault for image policies.
+#   blackout: the camera delivers black frames from the onset (a dead sensor,
+#           a lens cap, a cable that lost its video but not its link).
+#   freeze: the camera keeps delivering the frame of the onset, with fresh
+#           timestamps, as a stuck capture pipeline does: the watchdog's
+#           frame age sees nothing wrong.
+#   camera_shift: the camera's mount is knocked at the onset: the camera
+#           moves CAMERA_SHIFT m sideways and turns CAMERA_TILT_DEG degrees,
+#           for the rest of the episode.
 #   zero_state: the arm's state reads all zeros, as a failed encoder or a
 #           dead bus would report: from the onset on, the arm's own entries of
 #           every observation returned (hand xyz and gripper, obs[0:4], and
 #           their previous-frame copy, obs[18:22]) are 0. Only the reading:
 #           the physics is unchanged.
-FAULTS = ("push", "object", "occlusion", "zero_state")
+FAULTS = ("push", "object", "occlusion", "zero_state", "blackout", "freeze", "camera_shift")
+#: faults of the camera alone: they need a camera and leave state and physics alone
+CAMERA_FAULTS = ("occlusion", "blackout", "freeze", "camera_shift")
 OCCLUSION_GREY = 30
+CAMERA_SHIFT = 0.05
+CAMERA_TILT_DEG = 5.0
 PUSH_DISTANCE = 0.08
 OBJ2 = slice(11, 18)
 OBJ2_PREV = slice(29, 36)
@@ -270,6 +282,8 @@ class World:
         self.obs = np.array(obs, dtype=np.float64)
         self.fault = fault
         self._obj2 = None
+        self._frozen: dict[tuple[int, int], np.ndarray] = {}
+        self._restore_camera()
         ang = np.random.default_rng([self.seed, 7919]).uniform(0, 2 * np.pi)
         self._fault_vec = PUSH_DISTANCE * np.array([np.cos(ang), np.sin(ang), 0.0])
         self.episode += 1
@@ -370,6 +384,13 @@ class World:
         if not self.camera_size:
             return None
         t0 = time.perf_counter()
+        f = self.fault
+        on = f is not None and self.step_count >= f.step
+        key = tuple(size or self.camera_size)
+        if on and f.kind == "freeze" and key in self._frozen:
+            return self._frozen[key]
+        if on and f.kind == "camera_shift":
+            self._shift_camera()
         r = self._get_renderer(size or self.camera_size)
         r.update_scene(self.env.data, camera=self.camera_name)
         fl = r.scene.flags
@@ -385,14 +406,44 @@ class World:
         img = r.render()
         if self.camera_name in ROTATE_180:
             img = np.ascontiguousarray(img[::-1, ::-1])
-        f = self.fault
-        if f is not None and f.kind == "occlusion" and self.step_count >= f.step:
+        if on and f.kind == "occlusion":
             img = np.array(img, copy=True)
             h, w = img.shape[:2]
             img[h // 4:h - h // 4, w // 4:w - w // 4] = OCCLUSION_GREY
+        elif on and f.kind == "blackout":
+            img = np.zeros_like(img)
+        elif on and f.kind == "freeze":
+            self._frozen[key] = img = np.array(img, copy=True)
         if size is None or size == self.camera_size:
             self.last_render_s = time.perf_counter() - t0
         return img
+
+    def _camera_id(self) -> int:
+        return mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, self.camera_name)
+
+    def _shift_camera(self) -> None:
+        """Knock the camera (the camera_shift fault): once per episode, undone by the next reset."""
+        if getattr(self, "_camera_home", None) is not None:
+            return
+        m = self.env.model
+        cid = self._camera_id()
+        if cid < 0:
+            return
+        self._camera_home = (cid, m.cam_pos[cid].copy(), m.cam_quat[cid].copy())
+        m.cam_pos[cid] = m.cam_pos[cid] + np.array([CAMERA_SHIFT, 0.0, 0.0])
+        half = np.deg2rad(CAMERA_TILT_DEG) / 2
+        turn = np.array([np.cos(half), 0.0, 0.0, np.sin(half)])  # about the camera's optical axis
+        q = np.zeros(4)
+        mujoco.mju_mulQuat(q, m.cam_quat[cid], turn)
+        m.cam_quat[cid] = q
+
+    def _restore_camera(self) -> None:
+        home = getattr(self, "_camera_home", None)
+        if home is not None:
+            cid, pos, quat = home
+            self.env.model.cam_pos[cid] = pos
+            self.env.model.cam_quat[cid] = quat
+        self._camera_home = None
 
     # --- state ------------------------------------------------------------------
     def info(self) -> dict:

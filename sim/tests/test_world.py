@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from sim.world import World, expert_policy
 
@@ -89,6 +90,40 @@ def test_occlusion_fault_blocks_the_camera_only():
     assert (before[8:24, 8:24] != OCCLUSION_GREY).any()
     assert (img[8:24, 8:24] == OCCLUSION_GREY).all()
     np.testing.assert_array_equal(img[:8], clean_img[:8])    # the rest of the frame is the scene
+    w.close()
+
+
+@pytest.mark.parametrize("kind", ["blackout", "freeze", "camera_shift"])
+def test_camera_faults_change_the_frames_only(kind):
+    from sim.world import Fault
+
+    w = World("button-press", camera_size=(32, 32), camera_name="topview")
+    pol = expert_policy("button-press")
+    w.reset(seed=3)
+    clean_frames = []
+    for _ in range(12):
+        w.step(pol.get_action(w.obs))
+        clean_frames.append(w.render())
+    clean_obs = w.obs.copy()
+    w.reset(seed=3, fault=Fault(kind, 6))
+    frames = []
+    for _ in range(12):
+        w.step(pol.get_action(w.obs))
+        frames.append(w.render())
+    np.testing.assert_array_equal(w.obs, clean_obs)           # state and physics unchanged
+    for i in range(5):                                        # before the onset: the scene
+        np.testing.assert_array_equal(frames[i], clean_frames[i])
+    after = frames[6:]
+    if kind == "blackout":
+        assert all((f == 0).all() for f in after)
+    elif kind == "freeze":
+        assert all((f == frames[5]).all() for f in after)     # the onset's frame, held
+        assert not (clean_frames[-1] == clean_frames[5]).all()  # while the arm moved
+    else:
+        assert all((f != c).any() for f, c in zip(after, clean_frames[6:]))
+    w.reset(seed=3)                                           # the next episode is clean
+    w.step(pol.get_action(w.obs))
+    np.testing.assert_array_equal(w.render(), clean_frames[0])
     w.close()
 
 

@@ -373,8 +373,9 @@ def fit_main(argv: Optional[Sequence[str]] = None) -> int:
                                                     "all_frames": errors_cm(est, per_frame)}}
     if d.truth is not None:
         # the simulator's object position, for measuring only: the label sits at a constant
-        # offset from it, so compare after removing the mean offset
-        off = (per_frame - d.truth).mean(0)
+        # offset from where the object starts (it moves once touched), so compare after
+        # removing the mean offset at the first frames
+        off = (per_frame[first] - d.truth[first]).mean(0)
         report["held_out_vs_sim_object"] = {"offset_cm": (100 * off).round(2).tolist(),
                                             "first_frames": errors_cm(est[first], d.truth[first] + off),
                                             "all_frames": errors_cm(est, d.truth + off)}
