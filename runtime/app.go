@@ -31,6 +31,14 @@ type AppOptions struct {
 	Clock Clock
 	// OnTick is passed to the loop (tests, evaluation harness).
 	OnTick func(tk Tick, d *safety.Decision, scores safety.Scores)
+	// OnStop is passed to the loop: it gets each stop of the gate, typed,
+	// on the tick that finds it (LoopDeps.OnStop; the evaluation harness
+	// ends an episode on it).
+	OnStop func(r safety.Reason)
+	// ExpectedShutdown is passed to the loop: the stop Run latches when it
+	// ends is expected and logged at info (LoopDeps.ExpectedShutdown; the
+	// evaluation harness ends every episode so).
+	ExpectedShutdown bool
 	// Metrics, if set, receives the loop's per-tick measurements (tick
 	// time, inference latency, energy) as well as the live view's metrics
 	// do: the evaluation harness reports the measured inference latency.
@@ -220,7 +228,8 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		sampler = delayedSampler{a.sampler, opts.InferenceDelay}
 	}
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
-		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick}
+		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick,
+		OnStop: opts.OnStop, ExpectedShutdown: opts.ExpectedShutdown}
 	// A nil pointer in an interface would not be nil.
 	if a.scorer != nil {
 		deps.Scorer = a.scorer

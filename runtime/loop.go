@@ -80,6 +80,19 @@ type LoopDeps struct {
 	// and the scores the gate saw (NaN: none); tests and the evaluation
 	// harness use it. It must not block.
 	OnTick func(tk Tick, d *safety.Decision, scores safety.Scores)
+	// OnStop, if set, is called on the loop's goroutine at the end of the
+	// tick that finds the gate newly stopped — a trip, an operator's stop, a
+	// recovery that timed out — with the stop's reason (kind, score, tick,
+	// time, actor, message), before that tick's OnTick. It is not called for
+	// the gate's start-up stop, nor for the stop Run latches when it ends.
+	// The evaluation harness ends an episode on it. It must not block.
+	OnStop func(r safety.Reason)
+	// ExpectedShutdown: the caller ends Run on purpose and expects it (the
+	// evaluation harness ends every episode so), so the stop Run latches when
+	// it ends is logged at info rather than as a warning
+	// (safety.Guard.StopExpected). False: an operator stop by "runtime",
+	// logged as a warning (safety.Guard.Stop).
+	ExpectedShutdown bool
 }
 
 // LoopStats are counters since Run started.
@@ -153,6 +166,9 @@ type Loop struct {
 	// dec is the latest tick's decision: a field, since OnTick and publish
 	// take its address (a local would escape, one allocation a tick).
 	dec safety.Decision
+	// stopped: the latest tick's gate was stopped (true before the first
+	// tick: the gate starts stopped), so that OnStop sees each stop once.
+	stopped bool
 
 	// logs rate-limits the log lines of conditions that can repeat every
 	// tick; view is the sample's recovery and reset-block text (recovery.go).
@@ -207,7 +223,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		d.Notifier = &Notifier{}
 	}
 	m := d.Manifest
-	l := &Loop{d: d, log: d.Logger, period: d.Config.Period(), watch: safety.ScoreEnergy}
+	l := &Loop{d: d, log: d.Logger, period: d.Config.Period(), watch: safety.ScoreEnergy, stopped: true}
 	if len(th) > 0 {
 		l.watch, l.watchName = th[0].Score, th[0].Score.String()
 	}
@@ -415,7 +431,11 @@ func (l *Loop) Run(ctx context.Context) error {
 	// Shutdown: the arm gets the stop path before we return, whatever ctx says.
 	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer hcancel()
-	_ = l.d.Guard.Stop(hctx, "runtime", "shutdown")
+	stop := l.d.Guard.Stop
+	if l.d.ExpectedShutdown {
+		stop = l.d.Guard.StopExpected
+	}
+	_ = stop(hctx, "runtime", "shutdown")
 	if err := l.d.Arm.Halt(hctx); err != nil {
 		runErr = fmt.Errorf("runtime: halt at shutdown: %w", err)
 	}
@@ -627,6 +647,11 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if tk.Missed == 0 && armErr == nil {
 		l.d.Notifier.Healthy(end)
 	}
+	stopped := dec.State == safety.Stopped
+	if stopped && !l.stopped && l.d.OnStop != nil {
+		l.d.OnStop(dec.Reason)
+	}
+	l.stopped = stopped
 	if l.d.OnTick != nil {
 		l.d.OnTick(tk, dec, scores)
 	}

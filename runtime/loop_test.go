@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -132,6 +135,10 @@ type harnessOptions struct {
 	planLateLimit float64
 	latency       func() time.Duration
 	bridge        string // loop.bridge ("": the default)
+	// onStop and expectedShutdown are LoopDeps'; logger the gate's.
+	onStop           func(safety.Reason)
+	expectedShutdown bool
+	logger           *slog.Logger
 }
 
 // loopHarness drives a Loop tick by tick on a fake clock, with a fake arm
@@ -143,6 +150,7 @@ type loopHarness struct {
 	n      int64
 	record bool
 	scores []safety.Scores // what the gate saw each tick, while record
+	ticked int64           // ticks whose OnTick has run
 }
 
 // newLoop builds the harness; the error is NewLoop's.
@@ -181,7 +189,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		sc.Energy.Scores = append(sc.Energy.Scores, safety.ScoreConfig{Name: w, Threshold: &huge})
 	}
 	sc.Energy.Disabled = len(o.watch) == 0
-	g, err := safety.New(h.arm, cfg.Safety, safetyCalibration(&b.Manifest), safety.Options{Clock: h.clk})
+	g, err := safety.New(h.arm, cfg.Safety, safetyCalibration(&b.Manifest), safety.Options{Clock: h.clk, Logger: o.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +200,12 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	d := LoopDeps{Config: &cfg, Manifest: m, Clock: h.clk, Arm: h.arm, Guard: g, Cond: cond,
 		Sampler: &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim), clk: h.clk, latency: o.latency},
 		OnTick: func(_ Tick, _ *safety.Decision, s safety.Scores) {
+			h.ticked++
 			if h.record {
 				h.scores = append(h.scores, s)
 			}
-		}}
+		},
+		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown}
 	if o.scorer != nil {
 		d.Scorer = o.scorer
 	}
@@ -702,6 +712,73 @@ func TestLoopBridgesALatePlan(t *testing.T) {
 			}
 			if !tt.wantBridged && st.IdleTicks == 0 {
 				t.Error("no hold with loop.bridge hold and plans later than the window")
+			}
+		})
+	}
+}
+
+// OnStop hands each stop of the gate to the caller, typed, once, on the
+// tick that finds it and before that tick's OnTick: not the start-up stop,
+// not the stop Run latches when it ends. With ExpectedShutdown that stop is
+// logged at info; without, as a warning (the operator stop it is).
+func TestLoopOnStop(t *testing.T) {
+	for _, expected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("expected shutdown %v", expected), func(t *testing.T) {
+			var stops []safety.Reason
+			var ticksBefore []int64 // OnTick calls before each OnStop
+			var h *loopHarness
+			var buf bytes.Buffer
+			h = newLoopHarness(t, harnessOptions{bundle: testBundle(t), expectedShutdown: expected,
+				logger: slog.New(slog.NewTextHandler(&buf, nil)),
+				onStop: func(r safety.Reason) { stops, ticksBefore = append(stops, r), append(ticksBefore, h.ticked) }})
+			for range 3 {
+				h.step()
+			}
+			if len(stops) != 0 {
+				t.Fatalf("OnStop for the start-up stop: %+v", stops)
+			}
+			h.armGate(t)
+			h.step()
+			if len(stops) != 0 || h.l.d.Guard.Status().State != safety.Running {
+				t.Fatalf("running: stops %+v, state %v", stops, h.l.d.Guard.Status().State)
+			}
+			if err := h.l.d.Guard.Stop(context.Background(), "viewer", "STOP"); err != nil {
+				t.Fatal(err)
+			}
+			h.step() // finds the gate stopped
+			h.step()
+			if len(stops) != 1 {
+				t.Fatalf("%d OnStop calls, want 1: %+v", len(stops), stops)
+			}
+			if r := stops[0]; r.Kind != safety.KindOperator || r.Actor != "viewer" || r.Message != "operator stop by viewer: STOP" {
+				t.Errorf("OnStop got %+v, want the viewer's operator stop", r)
+			}
+			if ticksBefore[0] != h.n-2 {
+				t.Errorf("OnStop after %d OnTick calls, want %d: before the stopping tick's OnTick", ticksBefore[0], h.n-2)
+			}
+			// Re-armed, then Run ends at once: its own stop is not an OnStop.
+			h.armGate(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			buf.Reset()
+			if err := h.l.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(stops) != 1 || h.l.d.Guard.Status().State != safety.Stopped {
+				t.Errorf("after Run: %d OnStop calls, state %v; want still 1, stopped", len(stops), h.l.d.Guard.Status().State)
+			}
+			want := "level=WARN"
+			if expected {
+				want = "level=INFO"
+			}
+			var line string
+			for _, l := range strings.Split(buf.String(), "\n") {
+				if strings.Contains(l, `msg="safety: stop"`) {
+					line = l
+				}
+			}
+			if !strings.Contains(line, want) || !strings.Contains(line, `message="operator stop by runtime: shutdown"`) {
+				t.Errorf("the shutdown stop logged as %q, want %s", line, want)
 			}
 		})
 	}

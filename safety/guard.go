@@ -629,8 +629,20 @@ func (g *Guard) halt(ctx context.Context) error {
 // anyway. A pending reset is cancelled. When Stop returns, the gate is
 // stopped and the halt written after any command. Safe to call from any
 // goroutine, repeatedly; ctx's cancellation does not abort the halt. A
-// recovery in progress ends (EndStopped).
+// recovery in progress ends (EndStopped). The stop is logged as a warning.
 func (g *Guard) Stop(ctx context.Context, actor, message string) error {
+	return g.stop(ctx, actor, message, slog.LevelWarn)
+}
+
+// StopExpected is Stop for a stop its caller expects, such as the runtime
+// ending an evaluation episode on purpose: the same latch, halt and event,
+// its log line ("safety: stop") at info rather than as a warning.
+func (g *Guard) StopExpected(ctx context.Context, actor, message string) error {
+	return g.stop(ctx, actor, message, slog.LevelInfo)
+}
+
+// stop is Stop, its trip logged at level.
+func (g *Guard) stop(ctx context.Context, actor, message string, level slog.Level) error {
 	// Take the arm first: no tick can decide (or enable) between the latch
 	// and the halt, so the halt is never overtaken by a reset.
 	g.armMu.Lock()
@@ -660,7 +672,7 @@ func (g *Guard) Stop(ctx context.Context, actor, message string) error {
 	err := g.halt(ctx)
 	g.armMu.Unlock()
 	if latched {
-		g.emit(&ev)
+		g.emitAt(&ev, level)
 	}
 	if end.Type != 0 {
 		g.emit(&end)
@@ -785,12 +797,15 @@ func (g *Guard) tripEvent(kind Kind, gen uint64, msg string) Event {
 // and recoveries repeated every tick are coalesced: logged and published
 // when their cause starts or changes, then at most every 5 s with the
 // number of the others (Event.Repeated); every one is counted.
-func (g *Guard) emit(ev *Event) {
+func (g *Guard) emit(ev *Event) { g.emitAt(ev, slog.LevelWarn) }
+
+// emitAt is emit with a trip logged at tripLevel.
+func (g *Guard) emitAt(ev *Event, tripLevel slog.Level) {
 	r := &ev.Reason
 	switch ev.Type {
 	case EventTrip:
 		g.endRefusals()
-		g.log.Warn("safety: stop", "reason", r.Kind.String(), "tick", r.Tick, "message", r.Message,
+		g.log.Log(context.Background(), tripLevel, "safety: stop", "reason", r.Kind.String(), "tick", r.Tick, "message", r.Message,
 			"energy", r.Scores[ScoreEnergy], "centered_energy", r.Scores[ScoreCentered], "state_energy", r.Scores[ScoreStateEnergy],
 			"threshold", r.Threshold, "actor", r.Actor)
 	case EventReset:

@@ -1,8 +1,10 @@
 package safety
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"runtime"
 	"strings"
@@ -481,5 +483,52 @@ func TestNewErrors(t *testing.T) {
 	}
 	if len(g.Thresholds()) != 0 {
 		t.Fatal("disabled monitor has thresholds")
+	}
+}
+
+// Stop logs the operator stop as a warning; StopExpected, for a stop its
+// caller expects (the runtime ending an evaluation episode), logs the same
+// line at info. The latch, the halt and the event are the same.
+func TestStopExpectedLogsAtInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stop  func(g *Guard) error
+		level string
+	}{
+		{"Stop", func(g *Guard) error { return g.Stop(context.Background(), "runtime", "shutdown") }, "WARN"},
+		{"StopExpected", func(g *Guard) error { return g.StopExpected(context.Background(), "runtime", "shutdown") }, "INFO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			r := newRig(t, testConfig())
+			g, err := New(r.arm, testConfig(), nil, Options{Clock: r.clock, Events: r.events,
+				Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.g = g
+			r.armGate()
+			buf.Reset()
+			_, before, _ := r.arm.counts()
+			if err := tc.stop(g); err != nil {
+				t.Fatal(err)
+			}
+			if _, halts, _ := r.arm.counts(); halts != before+1 || g.Status().State != Stopped {
+				t.Fatalf("%d halts, state %v", halts-before, g.Status().State)
+			}
+			events := r.events
+			want := "level=" + tc.level + ` msg="safety: stop" reason=operator`
+			if got := buf.String(); !strings.Contains(got, want) || !strings.Contains(got, `message="operator stop by runtime: shutdown"`) || !strings.Contains(got, "actor=runtime") {
+				t.Errorf("logged %q, want a line with %q", got, want)
+			}
+			select {
+			case ev := <-events:
+				if ev.Type != EventTrip || ev.Reason.Kind != KindOperator || ev.Actor != "runtime" {
+					t.Errorf("event %+v, want the operator trip", ev)
+				}
+			default:
+				t.Error("no event")
+			}
+		})
 	}
 }

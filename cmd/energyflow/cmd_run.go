@@ -40,13 +40,7 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) int {
 
 // newLogger builds the process logger from the config's log section.
 func newLogger(env *cliEnv, cfg *runtime.Config) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
-	o := &slog.HandlerOptions{Level: lvl}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(env.stderr, o))
-	}
-	return slog.New(slog.NewTextHandler(env.stderr, o))
+	return runtime.NewLogger(env.stderr, cfg.Log)
 }
 
 // runApp builds the runtime from cfg and runs it until ctx ends. The first

@@ -1,4 +1,4 @@
-"""What the Go harness (cmd/energyflow: `energyflow sim`, `sim eval`) relies on from the bridge."""
+"""What the Go harness (sim/harness: `energyflow sim`, `sim eval`) relies on from the bridge."""
 
 import logging
 import re
@@ -11,7 +11,7 @@ from sim.client import REPO
 from sim.regmap import load_map
 from sim.world import FAULTS, TASKS, World
 
-GO_SIM = REPO / "cmd" / "energyflow" / "cmd_sim.go"
+GO_SIM = REPO / "sim" / "harness" / "flags.go"
 FC_WRITE = 16
 
 

@@ -1,9 +1,11 @@
-package main
+package eval
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/safety"
+	"github.com/energyflow/edge/sim/harness"
+	"github.com/energyflow/edge/sim/harness/harnesstest"
 )
 
 // The energy stop of the shipped ButtonPress bundle, end to end: the real
@@ -31,40 +35,61 @@ type tickLine struct {
 }
 
 // runStopEval runs sim eval on the shipped ButtonPress bundle with no
-// --watch, so with its default watch set, and returns the summary and the
+// --watch, so with its default watch set, and returns the summary (its
+// results with the typed stop of each episode, Result.Stop) and the
 // per-tick lines by episode. It skips under -short and without the Python
 // environment.
-func runStopEval(t *testing.T, args ...string) (evalSummary, map[int][]tickLine) {
+func runStopEval(t *testing.T, args ...string) (Summary, map[int][]tickLine) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("closed-loop episodes")
 	}
-	root := moduleRoot(t)
-	requireVenv(t, root)
+	root := harnesstest.ModuleRoot(t)
+	harnesstest.RequireVenv(t, root)
 	dir := t.TempDir()
 	scores, summary := filepath.Join(dir, "scores.jsonl"), filepath.Join(dir, "summary.json")
-	var out, errb bytes.Buffer
 	t.Setenv("ENERGYFLOW_ROOT", root)
-	args = append([]string{"sim", "eval", "--bundle", filepath.Join(root, "bundles", stopTestBundle), "--task", "button-press",
+	fs := flag.NewFlagSet("sim eval", flag.ContinueOnError)
+	var o Options
+	o.Register(fs)
+	args = append([]string{"--bundle", filepath.Join(root, "bundles", stopTestBundle), "--task", "button-press",
 		"--rate", fmt.Sprint(stopTestRateHz), "--scores", scores, "--json", summary}, args...)
-	if code := realMain(args, &out, &errb); code != exitOK {
-		t.Fatalf("sim eval exit %d\n%s\n%s", code, out.String(), errb.String())
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range strings.Split(errb.String(), "\n") {
-		if strings.Contains(l, `msg="safety: stop"`) && !strings.Contains(l, "reason=operator") {
-			t.Log(l) // the stop's message names the score and its threshold
+	var out, errb bytes.Buffer
+	s, err := Run(context.Background(), harness.Output{Stdout: &out, Stderr: &errb}, root, &o)
+	if err != nil {
+		t.Fatalf("sim eval: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	// The stop of each episode reached the harness typed: what the summary
+	// reports is that stop, and its message names the score and threshold.
+	for _, r := range s.Results {
+		st := r.Stop()
+		if st.Kind == safety.KindNone || st.Kind == safety.KindOperator {
+			if r.StopKind != "" {
+				t.Errorf("episode %d: stop_kind %q without a typed stop (%+v)", r.Episode, r.StopKind, st)
+			}
+			continue
+		}
+		t.Logf("episode %d: stop %s at tick %d: %s", r.Episode, st.Kind, st.Tick, st.Message)
+		if r.StopKind != st.Kind.String() || r.StopTick != st.Tick || r.End != "safety_stop" || st.Message == "" {
+			t.Errorf("episode %d: summary stop %q at tick %d (end %s), typed stop %+v", r.Episode, r.StopKind, r.StopTick, r.End, st)
+		}
+		if st.Kind == safety.KindEnergy && (r.StopScore != st.Score.String() || !strings.Contains(st.Message, st.Score.String())) {
+			t.Errorf("episode %d: energy stop on %q, typed %v: %s", r.Episode, r.StopScore, st.Score, st.Message)
 		}
 	}
-	var s evalSummary
+	var written Summary
 	data, err := os.ReadFile(summary)
 	if err == nil {
-		err = json.Unmarshal(data, &s)
+		err = json.Unmarshal(data, &written)
 	}
 	if err != nil {
 		t.Fatalf("summary (%v):\n%s", err, data)
 	}
-	if want := []string{"state_energy"}; !slices.Equal(s.Watch, want) {
-		t.Errorf("the summary's watch is %q, want the default watch set %q", s.Watch, want)
+	if want := []string{"state_energy"}; !slices.Equal(written.Watch, want) || !slices.Equal(s.Watch, want) {
+		t.Errorf("the summary's watch is %q, want the default watch set %q", written.Watch, want)
 	}
 	raw, err := os.ReadFile(scores)
 	if err != nil {

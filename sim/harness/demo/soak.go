@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -16,7 +16,8 @@ import (
 )
 
 // soakMeter records per-tick jitter and the process's memory at the start
-// and the end of a soak run. onTick is allocation-free (preallocated).
+// and the end of a soak run (the demo's --soak-report). onTick is
+// allocation-free (preallocated).
 type soakMeter struct {
 	mu      sync.Mutex
 	jitter  []time.Duration

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"bufio"
@@ -17,91 +17,64 @@ import (
 	"time"
 )
 
-// bridge is a running Meta-World bridge process (sim/bridge.py): a Modbus TCP
+// Bridge is a running Meta-World bridge process (sim/bridge.py): a Modbus TCP
 // arm and an MJPEG camera on loopback, plus an episode-control HTTP API used
-// only by harnesses (never by the runtime).
-type bridge struct {
+// only by harnesses (never by the runtime). Close stops it.
+type Bridge struct {
 	cmd    *exec.Cmd
 	Modbus string `json:"modbus"` // host:port of the Modbus TCP server
 	HTTP   string `json:"http"`   // host:port of the camera and episode API
-	View   string `json:"view"`   // the display view's MJPEG URL; empty without bridgeOptions.view
+	View   string `json:"view"`   // the display view's MJPEG URL; empty without BridgeOptions.View
 	done   chan error
 	client *http.Client
 }
 
-type bridgeOptions struct {
-	root     string // repository root (for .venv and sim/)
-	task     string
-	level    string
-	seed     int
-	mapFile  string
-	lockstep bool
-	maxSteps int // episode length limit; 0: Meta-World's (500)
-	rateHz   float64
-	camera   string // "WxH"
-	view     string // "WxH" of the display view at /view (live view); empty: none
-	log      io.Writer
+// BridgeOptions say how StartBridge starts the bridge.
+type BridgeOptions struct {
+	Root     string // repository root (for .venv and sim/)
+	Task     string
+	Level    string
+	Seed     int
+	MapFile  string // the arm's register map (MapFile under Root)
+	Lockstep bool   // one physics step per received command; else real time at RateHz
+	MaxSteps int    // episode length limit; 0: Meta-World's (500)
+	RateHz   float64
+	Camera   string    // "WxH"
+	View     string    // "WxH" of the display view at /view (live view); empty: none
+	Log      io.Writer // the bridge's log lines; nil: discarded
 }
 
-// projectRoot finds the repository root: $ENERGYFLOW_ROOT, else the first
-// parent of the working directory or of the executable holding go.mod and sim/.
-func projectRoot() (string, error) {
-	if r := os.Getenv("ENERGYFLOW_ROOT"); r != "" {
-		return r, nil
-	}
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	for _, s := range starts {
-		for d := s; ; d = filepath.Dir(d) {
-			if fileExists(filepath.Join(d, "go.mod")) && fileExists(filepath.Join(d, "sim")) {
-				return d, nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", errors.New("cannot find the EnergyFlow Edge checkout (set ENERGYFLOW_ROOT or run from the repository)")
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// startBridge launches the bridge and waits for its ready line (one JSON
-// object with the bound addresses) on stdout.
-func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
-	py := filepath.Join(o.root, ".venv", "bin", "python")
+// StartBridge launches the bridge and waits for its ready line (one JSON
+// object with the bound addresses) on stdout. The caller closes it.
+func StartBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
+	py := filepath.Join(o.Root, ".venv", "bin", "python")
 	if !fileExists(py) {
 		return nil, fmt.Errorf("sim: %s not found: run 'make deps' first (it creates the Python environment)", py)
 	}
-	args := []string{"-m", "sim.bridge", "--task", o.task, "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--map", o.mapFile, "--level", o.level, "--seed", fmt.Sprint(o.seed)}
-	if o.camera != "" {
-		args = append(args, "--camera-size", o.camera)
+	args := []string{"-m", "sim.bridge", "--task", o.Task, "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--map", o.MapFile, "--level", o.Level, "--seed", fmt.Sprint(o.Seed)}
+	if o.Camera != "" {
+		args = append(args, "--camera-size", o.Camera)
 	}
-	if o.view != "" {
-		args = append(args, "--view-size", o.view)
+	if o.View != "" {
+		args = append(args, "--view-size", o.View)
 	}
-	if o.maxSteps > 0 {
-		args = append(args, "--max-steps", fmt.Sprint(o.maxSteps))
+	if o.MaxSteps > 0 {
+		args = append(args, "--max-steps", fmt.Sprint(o.MaxSteps))
 	}
-	if o.lockstep {
+	if o.Lockstep {
 		args = append(args, "--lockstep")
-	} else if o.rateHz > 0 {
-		args = append(args, "--rate", fmt.Sprint(o.rateHz))
+	} else if o.RateHz > 0 {
+		args = append(args, "--rate", fmt.Sprint(o.RateHz))
 	}
 	cmd := exec.Command(py, args...)
-	cmd.Dir = o.root
+	cmd.Dir = o.Root
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
 	if os.Getenv("MUJOCO_GL") == "" {
 		cmd.Env = append(cmd.Env, "MUJOCO_GL=osmesa", "PYOPENGL_PLATFORM=osmesa")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	logw := o.log
+	logw := o.Log
 	if logw == nil {
 		logw = io.Discard
 	}
@@ -113,7 +86,7 @@ func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sim: start bridge: %w", err)
 	}
-	b := &bridge{cmd: cmd, done: make(chan error, 1), client: &http.Client{Timeout: 30 * time.Second}}
+	b := &Bridge{cmd: cmd, done: make(chan error, 1), client: &http.Client{Timeout: 30 * time.Second}}
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -153,7 +126,7 @@ func startBridge(ctx context.Context, o bridgeOptions) (*bridge, error) {
 }
 
 // Close stops the bridge (SIGTERM to its process group, SIGKILL after 5 s).
-func (b *bridge) Close() {
+func (b *Bridge) Close() {
 	if b.cmd.Process == nil {
 		return
 	}
@@ -166,8 +139,8 @@ func (b *bridge) Close() {
 	}
 }
 
-// episode is the bridge's episode status.
-type episode struct {
+// Episode is the bridge's episode status.
+type Episode struct {
 	Task         string  `json:"task"`
 	Level        string  `json:"level"`
 	PendingLevel string  `json:"pending_level"` // level of the next reset ("": the current one)
@@ -180,7 +153,7 @@ type episode struct {
 	Done         bool    `json:"done"` // success or truncated at the step limit
 }
 
-func (b *bridge) do(ctx context.Context, method, path string, body any, out any) error {
+func (b *Bridge) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
 		buf, err := json.Marshal(body)
@@ -213,8 +186,8 @@ func (b *bridge) do(ctx context.Context, method, path string, body any, out any)
 // task, and takes the pending level (SetLevel) or else the current one;
 // fault ("" for none, or one of simFaults) is injected from environment
 // step faultStep.
-func (b *bridge) Reset(ctx context.Context, task, level string, seed int, fault string, faultStep int) (episode, error) {
-	var ep episode
+func (b *Bridge) Reset(ctx context.Context, task, level string, seed int, fault string, faultStep int) (Episode, error) {
+	var ep Episode
 	req := map[string]any{"seed": seed}
 	if task != "" {
 		req["task"] = task
@@ -231,18 +204,18 @@ func (b *bridge) Reset(ctx context.Context, task, level string, seed int, fault 
 
 // SetLevel sets the OOD level of the next reset, or with now resets at
 // once at that level with the next seed (POST /episode/level, docs/sim.md).
-func (b *bridge) SetLevel(ctx context.Context, level string, now bool) (episode, error) {
-	var ep episode
+func (b *Bridge) SetLevel(ctx context.Context, level string, now bool) (Episode, error) {
+	var ep Episode
 	err := b.do(ctx, http.MethodPost, "/episode/level", map[string]any{"level": level, "now": now}, &ep)
 	return ep, err
 }
 
 // Episode reads the current episode status.
-func (b *bridge) Episode(ctx context.Context) (episode, error) {
-	var ep episode
+func (b *Bridge) Episode(ctx context.Context) (Episode, error) {
+	var ep Episode
 	err := b.do(ctx, http.MethodGet, "/episode", nil, &ep)
 	return ep, err
 }
 
 // StreamURL is the bridge camera's MJPEG stream.
-func (b *bridge) StreamURL() string { return "http://" + b.HTTP + "/stream" }
+func (b *Bridge) StreamURL() string { return "http://" + b.HTTP + "/stream" }

@@ -1,0 +1,113 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/energyflow/edge/runtime"
+)
+
+// The live view's size in the simulator; the bridge renders its display
+// view at this size.
+const ViewWidth, ViewHeight = 480, 480
+
+// RuntimeConfig is the runtime configuration for the Meta-World bridge b:
+// the same Config a robot would use, pointed at the bridge's loopback
+// servers, with the live view on listen ("": none). root is the
+// repository; the flags must have been prepared.
+func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.Config, error) {
+	c := runtime.DefaultConfig()
+	c.Robot.Address = b.Modbus
+	c.Robot.Map = filepath.Join(root, MapFile)
+	// The bridge is a Python process sharing the cores with the runtime (and, in
+	// the demo, a browser decoding video): give its replies time.
+	c.Robot.Timeout = time.Second
+	c.Camera.Source = "http"
+	c.Camera.URL = b.StreamURL()
+	c.Policy.Bundle = f.BundleDir
+	c.Robot.State = f.State
+	c.Policy.Steps = f.Steps
+	c.Policy.Threads = 1 // sampler and scorer run side by side with the bridge on 2 cores
+	c.Policy.Seed = uint64(f.Seed)
+	c.Loop.RateHz = f.Rate
+	c.Loop.AutoStart = true
+	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
+	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}
+	c.Safety.Watchdog.CameraMaxAge = 2 * time.Second
+	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
+	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.Rate)
+	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second
+	// The simulated world advances one step per command, so a late tick
+	// costs no physical motion here; three periods of slack keep a loaded
+	// development machine from tripping. On a robot keep the strict default.
+	c.Safety.Watchdog.LoopMaxLate = time.Duration(3 * float64(time.Second) / f.Rate)
+	c.Telemetry.Enabled = listen != ""
+	c.Telemetry.Listen = listen
+	c.Telemetry.ICE.Mode = "loopback"
+	c.Telemetry.Auth.TokenFile = filepath.Join(root, "build", "sim-tokens.yaml")
+	c.Telemetry.Video.Width, c.Telemetry.Video.Height = ViewWidth, ViewHeight
+	// The live view shows the bridge's display-size render, not the
+	// policy's camera image scaled up.
+	c.Telemetry.Video.URL = b.View
+	c.Log.Level = "info"
+	if f.Verbose {
+		c.Log.Level = "debug"
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// StartBridge starts the bridge for the flags: lockstep (evaluation, and
+// the demo by default; episodes truncated at maxSteps, 0: Meta-World's 500),
+// or real time on the bridge's own --rate clock (the demo's --realtime).
+// view adds the bridge's display view at /view for the live view (demo
+// only). The bridge's log lines go to log, each prefixed "bridge: ".
+func (f *Flags) StartBridge(ctx context.Context, root string, log io.Writer, lockstep bool, maxSteps int, view bool) (*Bridge, error) {
+	o := BridgeOptions{Root: root, Task: f.Task, Level: f.Level, Seed: f.Seed, MapFile: filepath.Join(root, MapFile),
+		Lockstep: lockstep, MaxSteps: maxSteps, Camera: f.Camera, Log: prefixWriter(log, "bridge: ")}
+	if view {
+		o.View = fmt.Sprintf("%dx%d", ViewWidth, ViewHeight)
+	}
+	if !lockstep {
+		o.RateHz = f.Rate
+	}
+	return StartBridge(ctx, o)
+}
+
+// prefixWriter prefixes every line written to w.
+func prefixWriter(w io.Writer, prefix string) io.Writer {
+	return &prefixed{w: w, prefix: prefix, bol: true}
+}
+
+type prefixed struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	bol    bool
+}
+
+func (p *prefixed) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range b {
+		if p.bol {
+			if _, err := io.WriteString(p.w, p.prefix); err != nil {
+				return 0, err
+			}
+			p.bol = false
+		}
+		if _, err := p.w.Write([]byte{c}); err != nil {
+			return 0, err
+		}
+		if c == '\n' {
+			p.bol = true
+		}
+	}
+	return len(b), nil
+}

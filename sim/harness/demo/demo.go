@@ -1,0 +1,111 @@
+package demo
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/energyflow/edge/runtime"
+	"github.com/energyflow/edge/sim/harness"
+)
+
+// Options are the demo's flags (`energyflow sim`).
+type Options struct {
+	harness.Flags
+	Listen     string        // address of the live view ("": none)
+	Duration   time.Duration // stop after this long (0: until interrupted)
+	SoakReport string        // write a soak report to this file at exit ("": none)
+	Nice       int           // CPU priority of the process (the command sets it)
+	Realtime   bool          // the simulator on its own clock instead of one step per tick
+}
+
+// Register defines the demo's flags on fs.
+func (o *Options) Register(fs *flag.FlagSet) {
+	o.Flags.Register(fs)
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the live view")
+	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
+	fs.StringVar(&o.SoakReport, "soak-report", "", "write a soak report (tick jitter, missed deadlines, memory, GC) to this file at exit")
+	fs.IntVar(&o.Nice, "nice", -10, "CPU priority (niceness) of the demo's runtime and simulator, as the systemd unit's Nice=-10 gives the service, so a browser watching on the same machine does not delay its plans; 0 keeps the shell's (a negative value needs root or CAP_SYS_NICE; without it the demo says so and runs as it is)")
+	fs.BoolVar(&o.Realtime, "realtime", false, "run the simulator on its own --rate clock instead of one step per control tick: the two clocks drift, so the arm's state is sometimes read 0 or 2 steps apart, which the state term's transition component sees as motion the arm did not make (docs/sim.md)")
+}
+
+// Demo is a started demo: the bridge running and the runtime configuration
+// pointed at it. The caller runs the runtime with Config and AppOptions,
+// calls Started once the app is built, and closes the demo at the end.
+type Demo struct {
+	o    *Options
+	b    *harness.Bridge
+	cfg  *runtime.Config
+	ctl  *control
+	soak *soakMeter // nil without --soak-report
+}
+
+// Start starts the bridge for the demo — one physics step per control tick
+// (lockstep), paced by the runtime's real-time loop, unless --realtime —
+// builds the runtime configuration pointed at it and prints where
+// everything runs on out.Stdout. The options must have been prepared
+// (Flags.Prepare); root is the repository.
+func Start(ctx context.Context, out harness.Output, root string, o *Options) (*Demo, error) {
+	// One physics step per control tick (lockstep), paced by the runtime's
+	// real-time loop: the arm's state then moves exactly one period between
+	// reads, as a real arm's does. --realtime keeps the simulator's own clock.
+	b, err := o.StartBridge(ctx, root, out.Stderr, !o.Realtime, 0, o.Listen != "")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := o.RuntimeConfig(root, b, o.Listen)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	fmt.Fprintf(out.Stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", o.Task, o.Level, b.Modbus, b.HTTP)
+	if b.View != "" {
+		fmt.Fprintf(out.Stdout, "live view video: %s (%dx%d)\n", b.View, harness.ViewWidth, harness.ViewHeight)
+	}
+	fmt.Fprintln(out.Stdout, "the live view's Episode panel starts a new episode and changes the OOD level (0, S, M, L)")
+	d := &Demo{o: o, b: b, cfg: cfg, ctl: &control{b: b}}
+	if o.SoakReport != "" {
+		d.soak = newSoakMeter(int(cfg.Loop.RateHz*o.Duration.Seconds()) + 16)
+	}
+	return d, nil
+}
+
+// Config is the runtime configuration for the demo.
+func (d *Demo) Config() *runtime.Config { return d.cfg }
+
+// AppOptions are the runtime's options for the demo: the live view's
+// Episode panel controls the bridge's episodes, and with --soak-report a
+// per-tick meter observes the loop.
+func (d *Demo) AppOptions() runtime.AppOptions {
+	o := runtime.AppOptions{Episodes: d.ctl}
+	if d.soak != nil {
+		o.OnTick = d.soak.onTick
+	}
+	return o
+}
+
+// Started is to be called once the app is built, before it runs: it starts
+// a new episode whenever one ends, so the arm keeps working, until ctx
+// ends. It does not block.
+func (d *Demo) Started(ctx context.Context, app *runtime.App, log *slog.Logger) {
+	d.ctl.setLoop(app.Loop())
+	go runEpisodes(ctx, d.ctl, log.With("part", "demo"))
+}
+
+// FinishSoak prints the soak report on w and writes it to --soak-report's
+// file; without --soak-report it does nothing.
+func (d *Demo) FinishSoak(w io.Writer) error {
+	if d.soak == nil {
+		return nil
+	}
+	rep := d.soak.report(d.cfg.Loop.RateHz, d.o.Duration)
+	fmt.Fprintln(w, rep)
+	return os.WriteFile(d.o.SoakReport, []byte(rep+"\n"), 0o644)
+}
+
+// Close stops the bridge.
+func (d *Demo) Close() { d.b.Close() }

@@ -1,0 +1,131 @@
+package eval
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/energyflow/edge/sim/harness"
+)
+
+// Summary is the evaluation's result: the summary line (String) and the
+// --json file.
+type Summary struct {
+	Task      string  `json:"task"`
+	Level     string  `json:"level"`
+	Bundle    string  `json:"bundle"`
+	RateHz    float64 `json:"rate_hz"` // the control rate (--rate)
+	Steps     int     `json:"steps_k"`
+	MaxSteps  int     `json:"max_steps"` // the episode step limit (--max-steps)
+	Episodes  int     `json:"episodes"`
+	Successes int     `json:"successes"`
+	Rate      float64 `json:"success_rate"`
+	Low       float64 `json:"ci95_low"`
+	High      float64 `json:"ci95_high"`
+	MeanLen   float64 `json:"mean_length"`
+	// Steps to success over the successful episodes only (success_step);
+	// nil: no success.
+	MeanToSuccess   *float64       `json:"mean_steps_to_success"`
+	MedianToSuccess *float64       `json:"median_steps_to_success"`
+	InferP50        *float64       `json:"inference_p50_ms"` // over every inference of every episode; nil: none
+	InferP90        *float64       `json:"inference_p90_ms"`
+	Trips           map[string]int `json:"trips"`
+	// PlanLateLimit is the loop's lateness limit in control periods
+	// (loop.plan_late_limit, or the calibration's plan p90 + margin; nil:
+	// none), InferP90Periods the cell's inference p90 in periods, and
+	// LateEpisodes the episodes in which the loop warned that its plans'
+	// p90 had passed the limit.
+	PlanLateLimit   *float64 `json:"plan_late_limit_periods"`
+	InferP90Periods *float64 `json:"inference_p90_periods"`
+	LateEpisodes    int      `json:"late_episodes"`
+	// Watch is what the energy stop watched, as the gate resolved it:
+	// --watch, or without it the bundle's default watch set (state_energy
+	// alone with the state term, else its calibration's score). Every
+	// episode watches the same; empty: the energy stop was off (a policy
+	// without an energy).
+	Watch []string `json:"watch,omitempty"`
+	// NeverArmed counts episodes in which auto-start was refused on every
+	// tick (end never_armed): the arm never moved, which is not a trip.
+	NeverArmed int      `json:"never_armed"`
+	Results    []Result `json:"results"`
+}
+
+// String is the summary line sim eval prints.
+func (s Summary) String() string {
+	kinds := make([]string, 0, len(s.Trips))
+	for k := range s.Trips {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	trips := ""
+	for _, k := range kinds {
+		trips += fmt.Sprintf(" %s=%d", k, s.Trips[k])
+	}
+	if trips == "" {
+		trips = " none"
+	}
+	if s.NeverArmed > 0 {
+		trips += fmt.Sprintf(", never armed (auto-start refused all episode): %d", s.NeverArmed)
+	}
+	toSuccess := "steps to success: no success"
+	if s.MeanToSuccess != nil {
+		toSuccess = fmt.Sprintf("steps to success mean %.1f median %.0f", *s.MeanToSuccess, *s.MedianToSuccess)
+	}
+	inference := "inference p50: none"
+	if s.InferP50 != nil {
+		inference = fmt.Sprintf("inference p50 %.1f ms p90 %.1f ms", *s.InferP50, *s.InferP90)
+	}
+	if s.InferP90Periods != nil {
+		inference += fmt.Sprintf(" (%.2f periods)", *s.InferP90Periods)
+	}
+	late := ""
+	if s.PlanLateLimit != nil {
+		late = fmt.Sprintf(", plans late past %.2f periods (p90): %d episodes", *s.PlanLateLimit, s.LateEpisodes)
+	}
+	return fmt.Sprintf("task %s level %s K=%d: success %d/%d = %.1f%% (95%% CI %.1f–%.1f%%), mean length %.1f steps, %s, %s%s, safety stops:%s",
+		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, toSuccess, inference, late, trips)
+}
+
+// Summarize is the summary of the episodes rs driven with f, trips the
+// count of their stops by kind.
+func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
+	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs}
+	if len(rs) > 0 {
+		s.Watch = rs[0].watch
+	}
+	total := 0
+	var toSuccess, inferMs []float64
+	for _, r := range rs {
+		if r.Success {
+			s.Successes++
+			if r.SuccessStep != nil {
+				toSuccess = append(toSuccess, float64(*r.SuccessStep))
+			}
+		}
+		if r.End == "never_armed" {
+			s.NeverArmed++
+		}
+		total += r.Steps
+		inferMs = append(inferMs, r.inferMs...)
+		if r.LateSpells > 0 {
+			s.LateEpisodes++
+		}
+		if r.lateLimit != nil {
+			s.PlanLateLimit = r.lateLimit
+		}
+	}
+	if len(rs) > 0 {
+		s.Rate = float64(s.Successes) / float64(len(rs))
+		s.MeanLen = float64(total) / float64(len(rs))
+	}
+	if len(toSuccess) > 0 {
+		m := mean(toSuccess)
+		s.MeanToSuccess, s.MedianToSuccess = &m, median(toSuccess)
+	}
+	s.InferP50, s.InferP90 = Quantile(inferMs, 0.5), Quantile(inferMs, 0.9)
+	if s.InferP90 != nil && f.Rate > 0 {
+		p := *s.InferP90 / 1000 * f.Rate
+		s.InferP90Periods = &p
+	}
+	s.Low, s.High = wilson(s.Successes, len(rs))
+	return s
+}

@@ -1,0 +1,229 @@
+package harness
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/energyflow/edge/engines"
+)
+
+// Default simulated robot: Meta-World behind the bridge.
+const (
+	DefaultTask   = "button-press"
+	DefaultBundle = "bundles/metaworld-button-press" // relative to the repository
+	// MapFile is the bridge arm's register map, relative to the repository.
+	MapFile = "examples/maps/metaworld.yaml"
+)
+
+// The bridge's vocabulary, the one Go copy: tasks as sim/world.py's TASKS,
+// OOD levels as sim/ood.py's LEVELS, injected faults as sim/world.py's
+// FAULTS (sim/tests/test_go_harness.py checks that they agree).
+const (
+	simTasks  = "button-press drawer-open assembly bin-picking hammer"
+	simLevels = "0 S M L"
+	simFaults = "push object occlusion zero_state"
+)
+
+// Levels returns the bridge's OOD levels, in order.
+func Levels() []string { return strings.Fields(simLevels) }
+
+// UsageError is a command-line mistake: the command prints it and exits 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef is a UsageError with a formatted message.
+func Usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
+// Flags are the options every sim command takes: the demo's, the
+// evaluation's and the calibration's.
+type Flags struct {
+	Task, Level, Bundle, Camera string
+	RobotState                  string // robot.state fields, comma-separated; "": from the bundle
+	Seed, Steps                 int
+	Rate                        float64
+	Verbose                     bool
+
+	// Resolved by Prepare.
+	BundleDir string   // the bundle to run: --bundle or the task's shipped one
+	State     []string // robot.state for the bundle
+	// CalibratedOn is the task the bundle's closed-loop stop was calibrated
+	// on, when that is not --task: a bundle of another task usually never
+	// arms, its state score refusing the scene.
+	CalibratedOn string
+}
+
+// Register defines the flags on fs.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Task, "task", DefaultTask, "Meta-World task: "+ListOf(simTasks))
+	fs.StringVar(&f.Level, "level", "0", "out-of-distribution level: "+ListOf(simLevels))
+	fs.StringVar(&f.Bundle, "bundle", "", "engine bundle (default: the shipped bundle for the task, "+DefaultBundle+")")
+	fs.IntVar(&f.Seed, "seed", 0, "episode seed")
+	fs.IntVar(&f.Steps, "steps", 0, "Euler steps K (0: the bundle's default)")
+	fs.Float64Var(&f.Rate, "rate", 10, "control rate in Hz")
+	fs.StringVar(&f.Camera, "camera-size", "96x96", "camera image size WxH rendered by the simulator")
+	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
+	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
+}
+
+// WarnTask prints one line to w when the bundle's stop was calibrated on
+// another task (Meta-World's tasks share the 39-wide observation, so the
+// width check cannot tell); cmd names the command.
+func (f *Flags) WarnTask(w io.Writer, cmd string) {
+	if f.CalibratedOn != "" {
+		fmt.Fprintf(w, "%s: warning: bundle %s was calibrated on task %s, not %s: its stop will likely refuse to arm\n", cmd, f.BundleDir, f.CalibratedOn, f.Task)
+	}
+}
+
+// ListOf is a space-separated vocabulary as the help and errors show it.
+func ListOf(words string) string { return strings.Join(strings.Fields(words), ", ") }
+
+// OneOf returns v normalized by norm, or a usage error naming the flag,
+// the value and the valid ones when that is not one of words (a
+// space-separated vocabulary).
+func OneOf(flagName, what, v, words string, norm func(string) string) (string, error) {
+	if n := norm(strings.TrimSpace(v)); slices.Contains(strings.Fields(words), n) {
+		return n, nil
+	}
+	return "", UsageError{fmt.Errorf("%s %q: unknown %s; want one of %s", flagName, v, what, ListOf(words))}
+}
+
+// ParseFault returns --fault's value in the bridge's spelling, or a usage
+// error naming the faults the bridge injects.
+func ParseFault(v string) (string, error) {
+	return OneOf("--fault", "fault", v, simFaults, strings.ToLower)
+}
+
+// normTask and normLevel spell a task and a level as the bridge does
+// (sim/world.py normalize_task, sim/ood.py normalize_level).
+func normTask(s string) string  { return strings.TrimSuffix(strings.ToLower(s), "-v3") }
+func normLevel(s string) string { return strings.ToUpper(s) }
+
+// Validate checks the flags before anything starts, normalizing task and
+// level; it returns every problem, each a usage error on its own line.
+func (f *Flags) Validate() error {
+	var errs []error
+	var err error
+	if f.Task, err = OneOf("--task", "task", f.Task, simTasks, normTask); err != nil {
+		errs = append(errs, err)
+	}
+	if f.Level, err = OneOf("--level", "OOD level", f.Level, simLevels, normLevel); err != nil {
+		errs = append(errs, err)
+	}
+	bad := func(format string, a ...any) { errs = append(errs, Usagef(format, a...)) }
+	if f.Seed < 0 {
+		bad("--seed %d: must be 0 or more", f.Seed)
+	}
+	if f.Steps < 0 {
+		bad("--steps %d: must be 0 (the bundle's default) or more", f.Steps)
+	}
+	if !(f.Rate > 0) || math.IsInf(f.Rate, 0) {
+		bad("--rate %g: must be a positive control rate in Hz (e.g. 10)", f.Rate)
+	}
+	var w, h int
+	f.Camera = strings.ToLower(strings.TrimSpace(f.Camera))
+	if n, err := fmt.Sscanf(f.Camera, "%dx%d", &w, &h); err != nil || n != 2 || w <= 0 || h <= 0 || fmt.Sprintf("%dx%d", w, h) != f.Camera {
+		bad("--camera-size %q: want WxH in pixels, e.g. 96x96", f.Camera)
+	}
+	return errors.Join(errs...)
+}
+
+// Prepare validates the flags and resolves the bundle and the robot state
+// it needs, before the bridge starts: a mistake costs no simulator start-up.
+// Command-line mistakes are usage errors; a shipped bundle not built yet is
+// not. root is the repository (ProjectRoot).
+func (f *Flags) Prepare(root string) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	f.BundleDir = f.resolveBundle(root)
+	fi, err := os.Stat(f.BundleDir)
+	missing := errors.Is(err, os.ErrNotExist)
+	switch {
+	case missing && f.Bundle != "":
+		return Usagef("--bundle %s: no such folder", f.Bundle)
+	case missing:
+		return fmt.Errorf("sim: no bundle for task %s at %s: train one (docs/evaluation.md) or pass --bundle", f.Task, f.BundleDir)
+	case err != nil:
+		return fmt.Errorf("sim: bundle: %w", err)
+	case !fi.IsDir():
+		return Usagef("--bundle %s: not a folder (want an engine bundle's folder)", f.Bundle)
+	}
+	if f.State, err = RobotState(f.BundleDir, f.RobotState); err != nil {
+		if f.Bundle != "" {
+			return UsageError{err}
+		}
+		return err
+	}
+	f.CalibratedOn = ""
+	if m, err := ReadManifest(f.BundleDir); err == nil && m.Calibration != nil {
+		if cl := m.Calibration.ClosedLoop; cl != nil && cl.Task != "" && cl.Task != f.Task {
+			f.CalibratedOn = cl.Task
+		}
+	}
+	return nil
+}
+
+// resolveBundle is --bundle, or the shipped bundle of the task.
+func (f *Flags) resolveBundle(root string) string {
+	if f.Bundle != "" {
+		return f.Bundle
+	}
+	return filepath.Join(root, "bundles", "metaworld-"+f.Task)
+}
+
+// RobotState returns robot.state for a bundle on the Meta-World bridge:
+// the flag's list when given, else what the bundle's state input's width
+// says — the full 39-wide observation (state policies), or the arm's own
+// state, hand position and gripper opening (observation[0:4]), for image
+// policies trained with that proprioception (docs/sim.md).
+func RobotState(bundle, flagValue string) ([]string, error) {
+	if flagValue != "" {
+		return strings.Split(flagValue, ","), nil
+	}
+	mpath := filepath.Join(bundle, "manifest.json")
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sim: %s has no manifest.json — is it an engine bundle? (export one with `python -m energyflow export`)", bundle)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	m, err := engines.ParseManifest(mpath, data)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	for i := range m.Obs {
+		if m.Obs[i].Kind != engines.ObsState {
+			continue
+		}
+		switch w := m.Obs[i].Width(); w {
+		case 39:
+			return []string{"observation"}, nil
+		case 4:
+			return []string{"position", "gripper"}, nil
+		default:
+			return nil, fmt.Errorf("sim: bundle %s has a %d-wide state input %q: the Meta-World arm gives observation (39) or position,gripper (4); pass --robot-state", bundle, w, m.Obs[i].Name)
+		}
+	}
+	return nil, fmt.Errorf("sim: bundle %s has no state input; the runtime needs one (pass --robot-state to choose the arm fields)", bundle)
+}
+
+// ReadManifest parses (and validates) a bundle's manifest.json without
+// checking its files.
+func ReadManifest(bundle string) (*engines.Manifest, error) {
+	mpath := filepath.Join(bundle, "manifest.json")
+	data, err := os.ReadFile(mpath)
+	if err != nil {
+		return nil, err
+	}
+	return engines.ParseManifest(mpath, data)
+}

@@ -1,0 +1,84 @@
+package harness_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/energyflow/edge/sim/harness"
+	"github.com/energyflow/edge/sim/harness/harnesstest"
+)
+
+// TestFlagsNormalize: the Go check accepts what the bridge accepts
+// (sim/world.py normalize_task, sim/ood.py normalize_level) and passes it on
+// in the bridge's spelling.
+func TestFlagsNormalize(t *testing.T) {
+	tests := []struct{ task, level, wantTask, wantLevel string }{
+		{"button-press", "0", "button-press", "0"},
+		{"Drawer-Open", "m", "drawer-open", "M"},
+		{" hammer-v3 ", " l ", "hammer", "L"},
+	}
+	for _, tc := range tests {
+		f := harness.Flags{Task: tc.task, Level: tc.level, Rate: 10, Camera: "96x96"}
+		if err := f.Validate(); err != nil || f.Task != tc.wantTask || f.Level != tc.wantLevel {
+			t.Errorf("Validate(%q, %q) = %q, %q, %v; want %q, %q", tc.task, tc.level, f.Task, f.Level, err, tc.wantTask, tc.wantLevel)
+		}
+	}
+}
+
+func TestRobotState(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, c := range []struct {
+		name, bundle, flag string
+		want               []string
+		err                string
+	}{
+		{"39-wide state: the observation", "bundles/metaworld-button-press", "", []string{"observation"}, ""},
+		{"flag wins", "bundles/metaworld-button-press", "position,gripper", []string{"position", "gripper"}, ""},
+		{"other width: refused", "runtime/testdata/simarm-vision-bundle", "", nil, "15-wide state input"},
+		{"no bundle", "runtime/testdata/none", "", nil, "manifest.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := harness.RobotState(filepath.Join(root, c.bundle), c.flag)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, ",") != strings.Join(c.want, ",") {
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestPrepareNamesAnotherTasksBundle: Prepare notices a bundle whose
+// closed-loop stop was calibrated on another task (it would run every
+// episode never armed) and says which.
+func TestPrepareNamesAnotherTasksBundle(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		task, bundle, want string
+	}{
+		{"button-press", "", ""},
+		{"assembly", "bundles/metaworld-button-press", "button-press"},
+		{"button-press", "bundles/metaworld-button-press", ""},
+	} {
+		f := harness.Flags{Task: tc.task, Level: "0", Rate: 20, Camera: "96x96"}
+		if tc.bundle != "" {
+			f.Bundle = filepath.Join(root, tc.bundle)
+		}
+		if err := f.Prepare(root); err != nil {
+			t.Fatalf("%s on %s: %v", tc.bundle, tc.task, err)
+		}
+		if f.CalibratedOn != tc.want {
+			t.Errorf("%s on %s: CalibratedOn = %q, want %q", tc.bundle, tc.task, f.CalibratedOn, tc.want)
+		}
+		var warn strings.Builder
+		f.WarnTask(&warn, "energyflow sim eval")
+		if (tc.want != "") != strings.Contains(warn.String(), "was calibrated on task "+tc.want) {
+			t.Errorf("%s on %s: WarnTask printed %q", tc.bundle, tc.task, warn.String())
+		}
+	}
+}
