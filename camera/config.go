@@ -24,6 +24,11 @@ type Config struct {
 	// Source is "v4l2" (default), "http" (MJPEG over HTTP) or "replay".
 	Source string `yaml:"source" json:"source"`
 
+	// Name is the operator's name for the mounted camera (e.g. "topview").
+	// A bundle trained on a named camera runs only on a camera of that name
+	// and frame size: a policy reads another view as nonsense, silently.
+	Name string `yaml:"name" json:"name"`
+
 	// Device is a V4L2 device path, e.g. /dev/video0. Prefer ByID.
 	Device string `yaml:"device" json:"device"`
 	// ByID is a stable name under /dev/v4l/by-id (or a full path there),

@@ -181,6 +181,21 @@ type ObsSpec struct {
 	Graph      string      `json:"graph,omitempty"`      // image: the graph that encodes it
 	Features   int         `json:"features,omitempty"`   // image: width of the encoder output
 	Preprocess *Preprocess `json:"preprocess,omitempty"` // image: how pixels become the graph input
+	Camera     *CameraSpec `json:"camera,omitempty"`     // image: the camera it was trained on (optional)
+}
+
+// CameraSpec names the camera an image input was recorded with and the
+// frame size it delivered. A runtime configured with another camera or
+// another frame size refuses the bundle (a policy trained on one view reads
+// another as nonsense, silently).
+type CameraSpec struct {
+	// Name is the camera's name as the recording wrote it (the simulator's
+	// MuJoCo camera, e.g. "topview"; on a robot, the name the operator gives
+	// the mounted camera in camera.name).
+	Name string `json:"name"`
+	// Width and Height are the frame size in pixels, before preprocessing.
+	Width  int `json:"width"`
+	Height int `json:"height"`
 }
 
 // Preprocess says how camera pixels become the vision graph's input.
@@ -425,6 +440,9 @@ func (m *Manifest) validateObs(p *problems) map[string]int {
 			}
 			if _, ok := m.Graphs[o.Graph]; !ok {
 				p.add(f+".graph", "%q is not in \"graphs\", expected the name of the vision graph", o.Graph)
+			}
+			if c := o.Camera; c != nil && (c.Name == "" || c.Width <= 0 || c.Height <= 0) {
+				p.add(f+".camera", "got name %q, %d×%d, expected a name and a frame size > 0", c.Name, c.Width, c.Height)
 			}
 			if o.Preprocess == nil {
 				p.add(f+".preprocess", "missing, expected resize/crop/channel_order/mean/std for an image input")

@@ -332,6 +332,32 @@ func checkImageConfig(cfg *Config, b *engines.Bundle) error {
 		if cfg.Safety.Watchdog.CameraMaxAge <= 0 {
 			return cfg.keyError("safety.watchdog.camera_max_age", fmt.Errorf("0 turns the camera watchdog off, but bundle %s takes camera images (%q): set the oldest acceptable frame age (e.g. 250ms)", b.Dir, o.Name))
 		}
+		if err := checkCamera(cfg, b, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCamera refuses a camera other than the one the bundle's image input
+// was trained on: another name, or a V4L2 capture size other than the
+// recorded frame size (an HTTP or replay source's size is checked on its
+// first frame, before the arm moves). A bundle that names no camera is
+// taken with any.
+func checkCamera(cfg *Config, b *engines.Bundle, o engines.ObsSpec) error {
+	want := o.Camera
+	if want == nil {
+		return nil
+	}
+	switch got := cfg.Camera.Name; {
+	case got == "":
+		return cfg.keyError("camera.name", fmt.Errorf("empty, but bundle %s was trained on camera %q (%d×%d): name the mounted camera", b.Dir, want.Name, want.Width, want.Height))
+	case got != want.Name:
+		return cfg.keyError("camera.name", fmt.Errorf("%q, but bundle %s was trained on camera %q (%d×%d)", got, b.Dir, want.Name, want.Width, want.Height))
+	}
+	c := cfg.Camera.Config
+	if (c.Source == "" || c.Source == camera.KindV4L2) && c.Width > 0 && (c.Width != want.Width || c.Height != want.Height) {
+		return cfg.keyError("camera.width", fmt.Errorf("%d×%d, but bundle %s was trained on %d×%d frames from camera %q", c.Width, c.Height, b.Dir, want.Width, want.Height, want.Name))
 	}
 	return nil
 }

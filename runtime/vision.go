@@ -33,6 +33,7 @@ var errNoImage = errors.New("no camera frame")
 type visionPipeline struct {
 	obs    int // index into Manifest.Obs
 	name   string
+	camera *engines.CameraSpec // the camera it was trained on; nil takes any frame size
 	pre    *camera.Preprocessor
 	enc    *engines.VisionEncoder
 	tensor []float32
@@ -76,7 +77,7 @@ func newVisionPipeline(b *engines.Bundle, be engines.Backend, obs int, minGap, m
 		enc.Close()
 		return nil, fmt.Errorf("runtime: bundle image input %q: the vision graph gives %d features, the manifest says %d", o.Name, n, o.Features)
 	}
-	return &visionPipeline{obs: obs, name: o.Name, pre: pre, enc: enc,
+	return &visionPipeline{obs: obs, name: o.Name, camera: o.Camera, pre: pre, enc: enc,
 		tensor: make([]float32, enc.ImageSize()), feats: make([]float32, enc.Features()),
 		hist: camera.NewHistory(visionDepth, enc.Features()), minGap: minGap, maxAge: maxAge}, nil
 }
@@ -87,6 +88,9 @@ func newVisionPipeline(b *engines.Bundle, be engines.Backend, obs int, minGap, m
 func (v *visionPipeline) Encode(rgb *camera.RGB, t time.Time, seq uint64) (bool, error) {
 	if !v.last.IsZero() && t.Sub(v.last) < v.minGap && !t.Before(v.last) {
 		return false, nil
+	}
+	if c := v.camera; c != nil && (rgb.Width != c.Width || rgb.Height != c.Height) {
+		return false, fmt.Errorf("runtime: camera frame %dx%d, but %q was trained on %dx%d frames from camera %q", rgb.Width, rgb.Height, v.name, c.Width, c.Height, c.Name)
 	}
 	if h, w := v.pre.Spec().OutputSize(rgb.Width, rgb.Height); 3*h*w != len(v.tensor) {
 		return false, fmt.Errorf("runtime: camera frame %dx%d preprocesses to 3×%d×%d, but the vision graph of %q takes %d floats", rgb.Width, rgb.Height, h, w, v.name, len(v.tensor))

@@ -255,3 +255,83 @@ func TestEndToEndImagePolicy(t *testing.T) {
 	}
 	t.Logf("stats %+v", st)
 }
+
+// TestCameraMustMatchTheBundle checks the refusals of a camera other than
+// the one a bundle's image input was trained on, each naming what was
+// expected and what came.
+func TestCameraMustMatchTheBundle(t *testing.T) {
+	want := &engines.CameraSpec{Name: "topview", Width: 96, Height: 96}
+	for _, c := range []struct {
+		name   string
+		spec   *engines.CameraSpec
+		edit   func(*Config)
+		errHas []string // empty: accepted
+	}{
+		{"bundle names no camera", nil, func(c *Config) {}, nil},
+		{"same camera", want, func(c *Config) { c.Camera.Name = "topview" }, nil},
+		{"http source, size checked on frames", want, func(c *Config) { c.Camera.Name = "topview"; c.Camera.Source = camera.KindHTTP; c.Camera.Width = 640 }, nil},
+		{"camera not named", want, func(c *Config) {}, []string{"camera.name", "empty", `"topview"`, "96×96"}},
+		{"another camera", want, func(c *Config) { c.Camera.Name = "corner2" }, []string{"camera.name", `"corner2"`, `"topview"`}},
+		{"another capture size", want, func(c *Config) {
+			c.Camera.Name = "topview"
+			c.Camera.Source = camera.KindV4L2
+			c.Camera.Width, c.Camera.Height = 640, 480
+		}, []string{"camera.width", "640×480", "96×96"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Camera.Width, cfg.Camera.Height = 0, 0
+			c.edit(&cfg)
+			b := &engines.Bundle{Dir: "bundles/cam"}
+			err := checkCamera(&cfg, b, engines.ObsSpec{Name: "camera", Kind: engines.ObsImage, Camera: c.spec})
+			if len(c.errHas) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted, want a refusal")
+			}
+			for _, s := range c.errHas {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("err = %v, want it to name %s", err, s)
+				}
+			}
+		})
+	}
+}
+
+// TestVisionRefusesAFrameOfAnotherSize feeds a 160×120 frame to an input
+// trained on 96×96 frames: refused in one line naming both sizes, and no
+// features stored.
+func TestVisionRefusesAFrameOfAnotherSize(t *testing.T) {
+	b, err := engines.LoadBundle(visionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	v, err := newVisionPipeline(b, be, 1, 0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	v.camera = &engines.CameraSpec{Name: "topview", Width: 96, Height: 96}
+	frames := replayRGB(t)
+	ok, err := v.Encode(&frames[0], time.Unix(1000, 0), 1)
+	if ok || err == nil {
+		t.Fatalf("encoded = %v, err = %v; want a refusal", ok, err)
+	}
+	for _, s := range []string{"160x120", "96x96", `"topview"`} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("err = %v, want it to name %s", err, s)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("err spans lines: %q", err)
+	}
+}

@@ -81,8 +81,45 @@ case "$policy" in
   energyflow) suffix=""; extra=("${head[@]}") ;;
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
   image) suffix="-image"; extra=("${head[@]}" --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
-  *) echo "train-defaults.sh: POLICY must be energyflow, diffusion or image, got $policy" >&2; exit 2 ;;
+  camera) suffix="-camera"; extra=("${head[@]}") ;;
+  *) echo "train-defaults.sh: POLICY must be energyflow, diffusion, image or camera, got $policy" >&2; exit 2 ;;
 esac
+if [ "$policy" = camera ]; then
+  # The camera policy (docs/camera-policy.md), two stages: a keypoint localiser reads the
+  # task's target from one CAMERA frame (default topview, 96x96), trained on the hand's
+  # position at the success step (LABEL=grasp: at the first gripper close); the policy is
+  # the state recipe on [hand xyz, gripper, estimate], trained on cross-fitted estimates
+  # (2 folds, as noisy as on the robot). Nothing the simulator knows about the object is
+  # an input. About 30 min (localiser) + STEPS of policy training per task on this CPU.
+  camera=${CAMERA:-topview}
+  make --no-print-directory build >/dev/null
+  for task in "${tasks[@]}"; do
+    name=metaworld-$task-camera
+    run=build/runs/$name
+    demos=build/demos/$task-$camera.hdf5
+    [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --camera --camera-name "$camera" \
+      --out "$demos" --no-progress
+    rm -rf "$run"; mkdir -p "$run"
+    (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.localiser --data "../$demos" --out "../$run/localiser" \
+        --label "${LABEL:-success}" --steps "${LOC_STEPS:-3000}" --seed 0 --threads 1)
+    (cd training && ../$py -m energyflow train --data "../$run/localiser/policy-data.hdf5" --out "../$run/policy" \
+        --name "$name" --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
+        --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
+        "${extra[@]}")
+    # held-out energy bands and the state term, on the policy's own data (cond is the camera bundle's)
+    (cd training && ../$py -m energyflow calibrate --bundle "../$run/policy/bundle" \
+        --data "../$run/localiser/policy-data.hdf5" --n-windows 512 --seed 0 --split-seed 0)
+    (cd training && ../$py -m energyflow state-term --bundle "../$run/policy/bundle" \
+        --data "../$run/localiser/policy-data.hdf5" --seed 0 --threads 1 >/dev/null)
+    (cd training && ../$py -m energyflow.camera_bundle --state-bundle "../$run/policy/bundle" \
+        --localiser "../$run/localiser/localiser.pt" --report "../$run/localiser/localiser.json" \
+        --camera "$camera" --out "../bundles/$name")
+    ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --episodes 40 --alpha 0.1 --rate 20 \
+      --json "$run/calibrate.json"
+    ./bin/energyflow bundle verify "bundles/$name"
+  done
+  exit 0
+fi
 for task in "${tasks[@]}"; do
   distill=()
   if [ -n "${TEACHER_SHIFT:-}" ]; then

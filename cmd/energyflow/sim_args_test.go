@@ -36,6 +36,8 @@ func TestSimBadArguments(t *testing.T) {
 			[]string{"--episodes 0", `--level "XL"`, "--rate 0"}, nil},
 		{"negative seed", []string{"sim", "--seed", "-1"}, "", exitUsage, []string{"--seed -1"}, nil},
 		{"bad camera size", []string{"sim", "eval", "--camera-size", "96"}, "", exitUsage, []string{`--camera-size "96"`}, nil},
+		{"unknown camera", []string{"sim", "eval", "--camera", "sideview"}, "", exitUsage, []string{`--camera "sideview"`, "topview"}, nil},
+		{"unknown fault", []string{"sim", "eval", "--fault", "smoke"}, "", exitUsage, []string{`--fault "smoke"`, "camera_shift"}, nil},
 		{"bundle state width", []string{"sim", "eval", "--bundle", filepath.Join(root, "runtime/testdata/simarm-vision-bundle")}, "", exitUsage,
 			[]string{"15-wide state input", "observation (39) or position,gripper (4)"}, nil},
 		{"no such bundle", []string{"sim", "--bundle", "bundles/nope"}, "", exitUsage,

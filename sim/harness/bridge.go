@@ -40,6 +40,7 @@ type BridgeOptions struct {
 	MaxSteps int    // episode length limit; 0: Meta-World's (500)
 	RateHz   float64
 	Camera   string    // "WxH"
+	CamName  string    // the MuJoCo camera (sim/bridge.py --camera); "": the bridge's default
 	View     string    // "WxH" of the display view at /view (live view); empty: none
 	Log      io.Writer // the bridge's log lines; nil: discarded
 }
@@ -55,6 +56,9 @@ func StartBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
 		"--map", o.MapFile, "--level", o.Level, "--seed", fmt.Sprint(o.Seed)}
 	if o.Camera != "" {
 		args = append(args, "--camera-size", o.Camera)
+	}
+	if o.CamName != "" {
+		args = append(args, "--camera", o.CamName)
 	}
 	if o.View != "" {
 		args = append(args, "--view-size", o.View)

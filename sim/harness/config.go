@@ -28,6 +28,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Robot.Timeout = time.Second
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
+	c.Camera.Name = f.CameraName // the camera the bridge renders (StartBridge)
 	c.Policy.Bundle = f.BundleDir
 	c.Robot.State = f.State
 	c.Policy.Steps = f.Steps
@@ -70,7 +71,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 // only). The bridge's log lines go to log, each prefixed "bridge: ".
 func (f *Flags) StartBridge(ctx context.Context, root string, log io.Writer, lockstep bool, maxSteps int, view bool) (*Bridge, error) {
 	o := BridgeOptions{Root: root, Task: f.Task, Level: f.Level, Seed: f.Seed, MapFile: filepath.Join(root, MapFile),
-		Lockstep: lockstep, MaxSteps: maxSteps, Camera: f.Camera, Log: prefixWriter(log, "bridge: ")}
+		Lockstep: lockstep, MaxSteps: maxSteps, Camera: f.Camera, CamName: f.CameraName, Log: prefixWriter(log, "bridge: ")}
 	if view {
 		o.View = fmt.Sprintf("%dx%d", ViewWidth, ViewHeight)
 	}

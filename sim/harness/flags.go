@@ -28,7 +28,11 @@ const (
 const (
 	simTasks  = "button-press drawer-open assembly bin-picking hammer"
 	simLevels = "0 S M L"
-	simFaults = "push object occlusion zero_state"
+	simFaults = "push object occlusion zero_state blackout freeze camera_shift"
+	// simCameras are the Meta-World cameras the bridge renders (sim/bridge.py --camera).
+	simCameras = "corner corner2 corner3 corner4 topview behindGripper gripperPOV"
+	// DefaultCamera is the bridge's camera when neither --camera nor the bundle names one.
+	DefaultCamera = "corner2"
 )
 
 // Levels returns the bridge's OOD levels, in order.
@@ -47,10 +51,13 @@ func Usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format
 // evaluation's and the calibration's.
 type Flags struct {
 	Task, Level, Bundle, Camera string
-	RobotState                  string // robot.state fields, comma-separated; "": from the bundle
-	Seed, Steps                 int
-	Rate                        float64
-	Verbose                     bool
+	// CameraName is the simulator's camera the policy sees (--camera; "":
+	// the one the bundle was trained on, else DefaultCamera).
+	CameraName  string
+	RobotState  string // robot.state fields, comma-separated; "": from the bundle
+	Seed, Steps int
+	Rate        float64
+	Verbose     bool
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -70,6 +77,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.Steps, "steps", 0, "Euler steps K (0: the bundle's default)")
 	fs.Float64Var(&f.Rate, "rate", 10, "control rate in Hz")
 	fs.StringVar(&f.Camera, "camera-size", "96x96", "camera image size WxH rendered by the simulator")
+	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
@@ -133,6 +141,11 @@ func (f *Flags) Validate() error {
 	if n, err := fmt.Sscanf(f.Camera, "%dx%d", &w, &h); err != nil || n != 2 || w <= 0 || h <= 0 || fmt.Sprintf("%dx%d", w, h) != f.Camera {
 		bad("--camera-size %q: want WxH in pixels, e.g. 96x96", f.Camera)
 	}
+	if f.CameraName != "" {
+		if f.CameraName, err = OneOf("--camera", "camera", f.CameraName, simCameras, func(s string) string { return s }); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -164,10 +177,23 @@ func (f *Flags) Prepare(root string) error {
 		return err
 	}
 	f.CalibratedOn = ""
-	if m, err := ReadManifest(f.BundleDir); err == nil && m.Calibration != nil {
+	m, err := ReadManifest(f.BundleDir)
+	if err == nil && m.Calibration != nil {
 		if cl := m.Calibration.ClosedLoop; cl != nil && cl.Task != "" && cl.Task != f.Task {
 			f.CalibratedOn = cl.Task
 		}
+	}
+	if err == nil && f.CameraName == "" {
+		// the camera is part of the bundle: render the one it was trained on, at its size
+		for _, o := range m.Obs {
+			if o.Camera != nil {
+				f.CameraName = o.Camera.Name
+				f.Camera = fmt.Sprintf("%dx%d", o.Camera.Width, o.Camera.Height)
+			}
+		}
+	}
+	if f.CameraName == "" {
+		f.CameraName = DefaultCamera
 	}
 	return nil
 }
