@@ -43,6 +43,12 @@ type Summary struct {
 	// episode watches the same; empty: the energy stop was off (a policy
 	// without an energy).
 	Watch []string `json:"watch,omitempty"`
+	// ObserveOnly says the energy stop only observed (--observe-only): the
+	// success is the policy's alone.
+	ObserveOnly bool `json:"observe_only,omitempty"`
+	// Camera is the simulator's camera the runtime was fed (--camera, or
+	// the bundle's).
+	Camera string `json:"camera,omitempty"`
 	// NeverArmed counts episodes in which auto-start was refused on every
 	// tick (end never_armed): the arm never moved, which is not a trip.
 	NeverArmed int      `json:"never_armed"`
@@ -88,7 +94,8 @@ func (s Summary) String() string {
 // Summarize is the summary of the episodes rs driven with f, trips the
 // count of their stops by kind.
 func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
-	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs}
+	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
+		Camera: f.CameraName}
 	if len(rs) > 0 {
 		s.Watch = rs[0].watch
 	}
