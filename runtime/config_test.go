@@ -109,6 +109,35 @@ func TestConfigErrorsNameTheSectionOnce(t *testing.T) {
 	}
 }
 
+// A tracking tolerance or window that is negative, zero where it must be
+// positive, or not finite is refused when the file loads (config check),
+// in one line naming the key and its line.
+func TestTrackingConfigErrors(t *testing.T) {
+	tests := []struct{ name, entry, want string }{
+		{"negative window", "window: -100ms", "config.yaml:11: safety.tracking.window: must be in (0, 10s]"},
+		{"zero window", "window: 0s", "config.yaml:11: safety.tracking.window: must be in (0, 10s]"},
+		{"zero tolerance", "tolerance: 0", "config.yaml:11: safety.tracking.tolerance: must be a finite number > 0"},
+		{"negative tolerance", "tolerance: -0.02", "config.yaml:11: safety.tracking.tolerance: must be a finite number > 0"},
+		{"NaN tolerance", "tolerance: .nan", "config.yaml:11: safety.tracking.tolerance: must be a finite number > 0"},
+		{"infinite tolerance", "tolerance: .inf", "config.yaml:11: safety.tracking.tolerance: must be a finite number > 0"},
+		{"negative response", "response: -1s", "config.yaml:11: safety.tracking.response: must be in [0, 10s]"},
+		{"scale of zero", "scale: [0.01, 0, 0.01]", "config.yaml:11: safety.tracking.scale[1]: must be > 0"},
+		{"unknown per", "per: step", `config.yaml:11: safety.tracking.per: "step": want "second"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := strings.Replace(minimal, "safety:\n", "safety:\n  tracking:\n    enabled: true\n    "+tt.entry+"\n", 1)
+			_, err := LoadConfig(writeConfig(t, body))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 0 {
+				t.Fatalf("want one line with %q, got:\n%v", tt.want, msg)
+			}
+		})
+	}
+}
+
 func TestConfigStateFieldValidation(t *testing.T) {
 	body := strings.Replace(minimal, "  map: map.yaml\n", "  map: map.yaml\n  state: [torque]\n", 1)
 	_, err := LoadConfig(writeConfig(t, body))

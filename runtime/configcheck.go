@@ -18,7 +18,8 @@ import (
 // usable on this machine — the register map parses, the bundle loads with
 // its hashes and can give the scores safety.energy asks of it (no energy
 // score of a diffusion policy, no state_energy without the state term), the
-// token file's folder exists, the replay camera's frames
+// token file's folder exists, the tracking monitor (safety.tracking) has
+// the map's position signal to watch, the replay camera's frames
 // and the ONNX Runtime library exist, and a TensorRT backend is asked only
 // of a binary built with TensorRT. Every problem is reported, each with its
 // key and line.
@@ -26,8 +27,10 @@ func (c *Config) Check() error {
 	var errs []error
 	add := func(key string, err error) { errs = append(errs, c.keyError(key, err)) }
 	if c.Robot.Map != "" {
-		if _, err := actuators.LoadMap(c.Robot.Map); err != nil {
+		if m, err := actuators.LoadMap(c.Robot.Map); err != nil {
 			add("robot.map", err)
+		} else if c.Safety.Tracking.Enabled && m.Signals.Position == nil {
+			add("safety.tracking.enabled", fmt.Errorf("the tracking monitor compares the arm's measured position with its commands, but the register map %s has no position signal — map it, or turn the monitor off", c.Robot.Map))
 		}
 	}
 	if c.Policy.Bundle != "" {

@@ -66,6 +66,23 @@ func TestConfigCheckFindsWhatCannotRun(t *testing.T) {
 			b = strings.Replace(b, "safety:\n", "safety:\n  energy:\n    scores:\n      - name: state_energy\n", 1)
 			return strings.Replace(b, filepath.Join("testdata", "parity", "bundle"), filepath.Join("testdata", "parity-state", "bundle"), 1)
 		}, nil},
+		{"tracking on a map with the position", func(b, _ string) string {
+			return strings.Replace(b, "safety:\n", "safety:\n  tracking:\n    enabled: true\n", 1)
+		}, nil},
+		{"tracking on a map without the position", func(b, dir string) string {
+			root, _ := filepath.Abs("..")
+			src, _ := os.ReadFile(filepath.Join(root, "examples", "maps", "metaworld.yaml"))
+			var kept []string
+			for _, l := range strings.Split(string(src), "\n") {
+				if !strings.HasPrefix(strings.TrimSpace(l), "position:") {
+					kept = append(kept, l)
+				}
+			}
+			p := filepath.Join(dir, "no-position.yaml")
+			_ = os.WriteFile(p, []byte(strings.Join(kept, "\n")), 0o644)
+			b = strings.Replace(b, filepath.Join(root, "examples", "maps", "metaworld.yaml"), p, 1)
+			return strings.Replace(b, "safety:\n", "safety:\n  tracking:\n    enabled: true\n", 1)
+		}, []string{"config.yaml:11: safety.tracking.enabled", "no position signal"}},
 		{"TensorRT asked of a build without it", func(b, _ string) string {
 			return strings.Replace(b, "policy:\n", "policy:\n  backend: trt\n", 1)
 		}, []string{"policy.backend", "built without TensorRT"}},

@@ -496,7 +496,11 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	now := tk.Woke
 	l.stats.ticks.Add(1)
 	l.stats.missed.Add(tk.Missed)
+	switching := l.switching != nil
 	hold := l.episodeTick(now) // a new episode's scene is being replaced
+	// The scene changes while the arm holds and shows by the first tick
+	// after: the gate's tracking monitor must not read it as motion.
+	scene := hold || switching
 
 	// 1. Arm state → observation history (frozen while the scene changes:
 	// the arm is still read, so its watchdogs keep watching).
@@ -608,7 +612,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		}
 	}
 	in := safety.Inputs{Tick: tk.N, Deadline: tk.Due, Now: now, Missed: tk.Missed, Scores: scores,
-		ArmErr: armErr, Command: l.cmd}
+		ArmErr: armErr, Command: l.cmd, SceneChange: scene}
 	if l.haveArm {
 		in.Arm = &l.state
 	}

@@ -25,6 +25,9 @@ type fault struct {
 	actor     string        // operator stop
 	note      string        // operator stop message, or a static detail
 	ceiling   bool          // energy: one score above the one-tick ceiling (threshold holds the ceiling)
+	measured  float64       // tracking: the measured displacement on axis over the window
+	commanded float64       // tracking: the commanded displacement on axis over the window
+	slack     float64       // tracking: what the reads' and writes' timing allowed on top of the tolerance
 }
 
 var errLinkDown = errors.New("the arm driver reports the link down")
@@ -151,8 +154,8 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 	}
 
 	// The proposed command matters only when it would be written (running),
-	// the position the soft limits need whenever the gate writes commands
-	// (running or recovering).
+	// the position the soft limits and the tracking monitor need whenever
+	// the gate writes commands (running or recovering).
 	axes := len(g.cfg.Limits.MaxVelocity)
 	if g.state == Running {
 		c := &in.Command
@@ -171,10 +174,15 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 		}
 	}
 	if g.state != Stopped {
-		if len(g.cfg.Limits.KPosition) > 0 && in.Arm != nil {
+		soft := len(g.cfg.Limits.KPosition) > 0
+		if (soft || g.trk.on) && in.Arm != nil {
 			p := in.Arm.Position
 			if len(p) < axes {
-				set(fault{kind: KindInvalidInput, n: len(p), want: axes, what: "arm position (soft limits)"})
+				what := "arm position (soft limits)"
+				if !soft {
+					what = "arm position (tracking)"
+				}
+				set(fault{kind: KindInvalidInput, n: len(p), want: axes, what: what})
 			} else {
 				for i, v := range p[:axes] {
 					if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -184,6 +192,15 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 				}
 			}
 		}
+	}
+
+	// Tracking: the measured motion against the commanded one, in every
+	// state (while stopped, the halted arm must stay still).
+	e, over := g.trk.observe(in.Arm, in.Now, in.SceneChange)
+	g.trackNow = e.excess()
+	if over {
+		set(fault{kind: KindTracking, value: e.norm, threshold: g.trk.tol, age: e.span, bound: g.cfg.Tracking.Window,
+			axis: e.axis, measured: e.meas, commanded: e.command, slack: e.slack})
 	}
 	return first, hw
 }
@@ -285,6 +302,13 @@ func (g *Guard) message(f *fault) string {
 		m = "hardware e-stop asserted — release it before resetting"
 	case KindArmDisabled:
 		m = "the controller dropped enable while running (heartbeat lapse or another master?)"
+	case KindTracking:
+		slack := ""
+		if f.slack > 0 {
+			slack = fmt.Sprintf(", plus %.2g for the timing of the reads and writes", f.slack)
+		}
+		m = fmt.Sprintf("the arm's measured motion left the commanded one by %.4g over %v (safety.tracking.tolerance %.4g%s, window %v); largest on axis %d: measured %.4g, commanded %.4g — a position reading that jumped, an arm pushed or blocked, or tracking settings (scale, response, lower/upper) that do not fit the arm",
+			f.value, f.age, f.threshold, slack, f.bound, f.axis, f.measured, f.commanded)
 	case KindLoopLate:
 		if f.n > 0 {
 			m = fmt.Sprintf("control loop skipped %d deadline(s) (watchdog.loop_max_late %v) — the host is overloaded", f.n, f.bound)

@@ -112,6 +112,22 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 		{"recovery window 61s", func(c *Config) { c.Recovery.RetraceWindow = 61 * time.Second }, []string{"recovery.retrace_window"}},
 		{"recovery durations", func(c *Config) { c.Recovery.TimeLimit, c.Recovery.JogHold = 6*time.Minute, -time.Millisecond },
 			[]string{"recovery.time_limit", "recovery.jog_hold"}},
+		// tracking: refused whether the monitor is on or not
+		{"tracking window 0", func(c *Config) { c.Tracking.Window = 0 }, []string{"tracking.window"}},
+		{"tracking window negative", func(c *Config) { c.Tracking.Enabled, c.Tracking.Window = true, -time.Millisecond }, []string{"tracking.window"}},
+		{"tracking window 11s", func(c *Config) { c.Tracking.Window = 11 * time.Second }, []string{"tracking.window"}},
+		{"tracking tolerance 0", func(c *Config) { c.Tracking.Tolerance = 0 }, []string{"tracking.tolerance"}},
+		{"tracking tolerance negative", func(c *Config) { c.Tracking.Tolerance = -0.02 }, []string{"tracking.tolerance"}},
+		{"tracking tolerance NaN", func(c *Config) { c.Tracking.Tolerance = math.NaN() }, []string{"tracking.tolerance"}},
+		{"tracking tolerance +Inf", func(c *Config) { c.Tracking.Tolerance = math.Inf(1) }, []string{"tracking.tolerance"}},
+		{"tracking response negative", func(c *Config) { c.Tracking.Response = -time.Millisecond }, []string{"tracking.response"}},
+		{"tracking per", func(c *Config) { c.Tracking.Per = "meter" }, []string{"tracking.per"}},
+		{"tracking scale", func(c *Config) { c.Tracking.Scale = []float64{0.01, 0, math.Inf(1)} }, []string{"tracking.scale[1]", "tracking.scale[2]"}},
+		{"tracking scale axes", func(c *Config) { c.Tracking.Scale = []float64{0.01} }, []string{"tracking.scale"}},
+		{"tracking lower alone", func(c *Config) { c.Tracking.Lower = []float64{0, 0, 0} }, []string{"tracking.upper"}},
+		{"tracking limits", func(c *Config) {
+			c.Tracking.Lower, c.Tracking.Upper = []float64{0, 1, math.NaN()}, []float64{1, 1, 1}
+		}, []string{"tracking.lower[2]", "tracking.lower[1]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,18 @@
 // Inf anywhere (nan), wrongly shaped inputs (invalid_input) and operator
 // stops (operator) complete the stop reasons; see Kind.
 //
+// The tracking monitor (TrackingConfig, off unless enabled), a robot
+// controller's following-error check, compares at every tick how far the
+// arm's measured position moved over the last window with how far the
+// commands the gate wrote should have moved it — through a small model of
+// the arm: the command's scale per second or per command, the one-tick lag
+// between a write and the reads that show it, the controller's own target
+// limits and a first-order response — and trips (tracking) when they
+// differ by more than the tolerance: a position reading that jumped, an arm
+// pushed or blocked. It starts afresh at every enable and scene change
+// (Inputs.SceneChange), watches the halted arm while stopped, and keeps
+// watching while Recovering.
+//
 // Guard.OnArmEvent takes the arm driver's link events, so that a lost link
 // stops the arm at the next tick rather than when the state has aged.
 //

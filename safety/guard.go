@@ -82,6 +82,13 @@ type Inputs struct {
 	// Command is the proposed command. Velocity must have one entry per axis
 	// of limits.max_velocity.
 	Command actuators.Command
+
+	// SceneChange says the scene is being replaced at this tick (the
+	// runtime's NewEpisode: every tick that holds the arm for it and the
+	// first one after): the arm's position may change by other means than
+	// the commands (a simulator's reset moves the hand), so the tracking
+	// monitor starts afresh from this tick's position.
+	SceneChange bool
 }
 
 // Decision is the gate's record of one tick, for telemetry.
@@ -105,6 +112,12 @@ type Decision struct {
 	// otherwise), and RecoveryLeft the time until recovery.time_limit.
 	Recovery     RecoveryMode
 	RecoveryLeft time.Duration
+	// Tracking is the tracking monitor's difference at this tick between
+	// the measured and the commanded displacement over tracking.window, in
+	// position units, less what the timing of the reads and writes allows
+	// (per: second): the value compared with tracking.tolerance. NaN: not
+	// compared (monitor off, no fresh position, or its model just started).
+	Tracking float64
 }
 
 // Status is the gate's state for the API (GET /safety).
@@ -169,6 +182,8 @@ type Guard struct {
 	linkErr     error // why
 	period      time.Duration
 	rec         recovery // recovery mode state and the retrace history (recovery.go)
+	trk         *tracker // the tracking monitor (tracking.go)
+	trackNow    float64  // the tracking difference of the latest tick (Decision.Tracking)
 	block       Block    // what a reset would be refused for at the latest tick
 	// refusals rate-limits the log and the events of refused resets and
 	// recoveries: one line (and event) when a cause starts or changes, then
@@ -230,6 +245,8 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 		out:        actuators.Command{Velocity: make([]float64, len(cfg.Limits.MaxVelocity))},
 		period:     period,
 		rec:        newRecovery(cfg.Recovery, len(cfg.Limits.MaxVelocity), period),
+		trk:        newTracker(cfg.Tracking, len(cfg.Limits.MaxVelocity), period),
+		trackNow:   math.NaN(),
 	}
 	if g.clock == nil {
 		g.clock = systemClock{}
@@ -277,7 +294,9 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 func cloneConfig(c Config) Config {
 	c.Energy.Scores = append([]ScoreConfig(nil), c.Energy.Scores...)
 	l := &c.Limits
-	for _, p := range []*[]float64{&l.MaxVelocity, &l.MaxAcceleration, &l.MaxJerk, &l.MaxDelta, &l.SoftLower, &l.SoftUpper, &l.KPosition} {
+	tr := &c.Tracking
+	for _, p := range []*[]float64{&l.MaxVelocity, &l.MaxAcceleration, &l.MaxJerk, &l.MaxDelta, &l.SoftLower, &l.SoftUpper, &l.KPosition,
+		&tr.Scale, &tr.Lower, &tr.Upper} {
 		*p = append([]float64(nil), (*p)...)
 	}
 	return c
@@ -365,6 +384,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	f, hw := g.check(in) // hw: the first fault other than the energy monitor's
 	g.active = f.kind
 	d.Active = f.kind
+	d.Tracking = g.trackNow
 
 	act := actNone
 	tripped := false
@@ -460,6 +480,10 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	}
 	g.mu.Unlock()
 
+	var wt time.Time // when the write went out, for the tracking monitor
+	if g.trk.on {
+		wt = g.clock.Now()
+	}
 	var err error
 	switch act {
 	case actCommand:
@@ -518,6 +542,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 			g.state, g.since = Recovering, in.Now
 			g.markEnabled(in.Now)
 			g.lim.reset()
+			g.trk.reset()
 			g.rec.start(req.mode, req.actor, in.Now, g.out.Gripper)
 			g.counters.Recoveries++
 			evs[nev] = Event{Type: EventRecoveryStart, Time: in.Now, Tick: in.Tick, Reason: g.reason, Actor: req.actor, Recovery: req.mode}
@@ -534,6 +559,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 			}
 			g.armedTicks = 0
 			g.lim.reset() // Enable halted the arm first: from standstill
+			g.trk.reset()
 			g.counters.Resets++
 			actor := ""
 			if req != nil {
@@ -553,7 +579,17 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 			d.Halted = true
 		}
 	}
+	var done time.Time
+	if g.trk.on {
+		done = g.clock.Now()
+	}
 	g.mu.Lock()
+	switch {
+	case act == actCommand && err == nil:
+		g.trk.wrote(wt, done, g.out.Velocity)
+	case act == actCommand || act == actHalt || d.Halted:
+		g.trk.wrote(wt, done, nil) // a halt: zero
+	}
 	if tripped {
 		// The halt is on the wire: now format the reason and the event.
 		msg := g.message(&trip)
@@ -669,7 +705,12 @@ func (g *Guard) stop(ctx context.Context, actor, message string, level slog.Leve
 		req.done <- fmt.Errorf("%w: stop by %s", ErrStopped, actor)
 	}
 	g.mu.Unlock()
+	at := g.clock.Now()
 	err := g.halt(ctx)
+	done := g.clock.Now()
+	g.mu.Lock()
+	g.trk.wrote(at, done, nil)
+	g.mu.Unlock()
 	g.armMu.Unlock()
 	if latched {
 		g.emitAt(&ev, level)

@@ -73,6 +73,9 @@ func TestEveryStopReasonTrips(t *testing.T) {
 		{KindLoopLate, nil, func(r *rig, in *Inputs) { in.Missed = 1; in.Deadline = time.Time{} }},
 		{KindNaN, func(c *Config) { softLimits(c) }, func(r *rig, in *Inputs) { r.st.Position[1] = math.NaN() }},
 		{KindInvalidInput, func(c *Config) { softLimits(c) }, func(r *rig, in *Inputs) { r.st.Position = r.st.Position[:1] }},
+		{KindTracking, func(c *Config) { c.Tracking.Enabled = true }, func(r *rig, in *Inputs) { r.st.Position[0] += 0.05 }},
+		{KindNaN, func(c *Config) { c.Tracking.Enabled = true }, func(r *rig, in *Inputs) { r.st.Position[2] = math.Inf(-1) }},
+		{KindInvalidInput, func(c *Config) { c.Tracking.Enabled = true }, func(r *rig, in *Inputs) { r.st.Position = nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind.String(), func(t *testing.T) {

@@ -51,6 +51,7 @@ const (
 	KindEStop                         // the hardware e-stop input is asserted
 	KindArmDisabled                   // the controller dropped enable while the gate was running
 	KindLoopLate                      // the control loop woke later than watchdog.loop_max_late or skipped a deadline
+	KindTracking                      // the arm's measured motion left the commanded one by more than tracking.tolerance
 
 	NumKinds // number of kinds; Kind values are in [0, NumKinds)
 )
@@ -72,6 +73,7 @@ var kindNames = [NumKinds]string{
 	KindEStop:             "estop",
 	KindArmDisabled:       "arm_disabled",
 	KindLoopLate:          "loop_late",
+	KindTracking:          "tracking",
 }
 
 // String returns the snake_case name used in logs, metrics labels and

@@ -247,6 +247,7 @@ var blockText = [NumKinds]string{
 	KindEStop:             "hardware e-stop asserted",
 	KindArmDisabled:       "controller dropped enable",
 	KindLoopLate:          "control loop late",
+	KindTracking:          "measured motion off the commanded one",
 }
 
 // AppendText appends a one-line description to dst: "" for KindNone,

@@ -396,6 +396,15 @@ func TestStopDuringRecovery(t *testing.T) {
 	r.arm.checkViolations(t)
 }
 
+// Every kind has its short phrase for what a reset would be refused for.
+func TestBlockTextForEveryKind(t *testing.T) {
+	for k := KindStartup; k < NumKinds; k++ {
+		if txt := (Block{Kind: k}).String(); len(txt) <= len(k.String())+2 {
+			t.Errorf("kind %v: block text %q", k, txt)
+		}
+	}
+}
+
 // Every fault other than the energy monitor's trips a recovery as it trips
 // a running gate.
 func TestRecoveryTripsOnFaults(t *testing.T) {

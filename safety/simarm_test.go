@@ -2,6 +2,8 @@ package safety_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ type simRig struct {
 	last time.Time
 }
 
-func newSimRig(tb testing.TB) *simRig {
+func newSimRig(tb testing.TB, mods ...func(*safety.Config)) *simRig {
 	tb.Helper()
 	m, err := actuators.ParseMap([]byte(simMap))
 	if err != nil {
@@ -69,6 +71,9 @@ func newSimRig(tb testing.TB) *simRig {
 	cfg.Watchdog.CameraMaxAge = 0 // no camera in this rig
 	// Generous bounds: the machine is shared; the watchdogs are not under test.
 	cfg.Watchdog.ArmMaxAge, cfg.Watchdog.LoopMaxLate, cfg.Watchdog.ScoreMaxAge = time.Minute, time.Minute, time.Minute
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	g, err := safety.New(arm, cfg, nil, safety.Options{})
 	if err != nil {
 		tb.Fatal(err)
@@ -154,6 +159,48 @@ func TestStopReachesSimulatedArmInTheTrippingTick(t *testing.T) {
 	r.tick(1)
 	if rec, _ := r.sim.LastCommand(); rec.Enable || rec.Velocity[0] != 0 || r.sim.Snapshot().Commands != cmds+1 {
 		t.Fatalf("latched tick wrote %+v", rec)
+	}
+}
+
+// The tracking stop against the Go simulated arm over Modbus TCP, per
+// second on the system clock: the simulator integrates the joint velocities
+// the gate writes, in real time, and the gate's model of them follows it
+// (no stop in 40 ticks of changing velocities, 20 ms apart, with the
+// default window and tolerance); then the position sensor reads 3 or 8 cm
+// off on joint 0 (SetPositionOffset, the physics unchanged) and the next
+// tick stops the arm (KindTracking).
+func TestTrackingStopOnSimulatedArm(t *testing.T) {
+	for _, jump := range []float64{0.03, 0.08} {
+		t.Run(fmt.Sprint(jump), func(t *testing.T) {
+			r := newSimRig(t, func(c *safety.Config) { c.Tracking.Enabled = true })
+			r.rearm()
+			worst := 0.0
+			for k := 0; k < 40; k++ {
+				for i := range r.vel {
+					r.vel[i] = math.Sin(float64(k)/5 + float64(i))
+				}
+				d, _ := r.tick(1)
+				if d.State != safety.Running {
+					t.Fatalf("tick %d: %v (%s)", k, d.State, d.Reason.Message)
+				}
+				if !math.IsNaN(d.Tracking) {
+					worst = max(worst, d.Tracking)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("largest tracking difference while following: %.2g rad", worst)
+			r.sim.SetPositionOffset([]float64{jump})
+			d, _ := r.tick(1)
+			if d.State != safety.Stopped || d.Reason.Kind != safety.KindTracking {
+				t.Fatalf("after the jump: %v (%v: %s), tracking %v; want a tracking stop", d.State, d.Reason.Kind, d.Reason.Message, d.Tracking)
+			}
+			if math.Abs(d.Tracking-jump) > 0.01 {
+				t.Errorf("tracking difference %v for a jump of %v", d.Tracking, jump)
+			}
+			if s := r.sim.Snapshot(); s.Enabled || s.Velocity[0] != 0 {
+				t.Fatalf("sim still moving: %+v", s)
+			}
+		})
 	}
 }
 

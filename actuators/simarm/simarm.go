@@ -21,7 +21,9 @@
 // the write is applied on arrival), SetException (every request answers a
 // Modbus exception and changes nothing), Stall (requests get no answer and
 // are discarded, as by a hung controller), Kill/Restart (the server goes
-// away and comes back on the same address), SetFault and SetEStop.
+// away and comes back on the same address), SetFault, SetEStop and
+// SetPositionOffset (a position sensor that reads off; the physics is
+// unchanged).
 package simarm
 
 import (
@@ -123,7 +125,8 @@ type Arm struct {
 	grip, gcmd float64
 	enabled    bool
 	estop      bool
-	faultLatch uint16 // injected bits
+	faultLatch uint16    // injected bits
+	posOffset  []float64 // added to the position reading (SetPositionOffset); nil: none
 	hbLapsed   bool
 	limitHit   bool
 	hb         uint32
@@ -372,6 +375,25 @@ func (a *Arm) SetEStop(on bool) {
 	a.publishLocked()
 }
 
+// SetPositionOffset makes the position sensor read off: from now on the
+// position registers (and the position part of the observation vector)
+// read the true position plus offset, one entry per axis (missing ones
+// zero; nil: read true again). The physics, Snapshot's Position included,
+// is unchanged, as with an encoder that slipped or a reading corrupted on
+// its way.
+func (a *Arm) SetPositionOffset(offset []float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.advanceLocked()
+	if offset == nil {
+		a.posOffset = nil
+	} else {
+		a.posOffset = make([]float64, a.n)
+		copy(a.posOffset, offset)
+	}
+	a.publishLocked()
+}
+
 // Snapshot advances the simulation to now and returns its state.
 func (a *Arm) Snapshot() Snapshot {
 	a.mu.Lock()
@@ -566,7 +588,14 @@ func (a *Arm) publishLocked() {
 			}
 		}
 	}
-	set(ss.Position, a.pos...)
+	pos := a.pos
+	if a.posOffset != nil {
+		pos = make([]float64, a.n)
+		for i := range pos {
+			pos[i] = a.pos[i] + a.posOffset[i]
+		}
+	}
+	set(ss.Position, pos...)
 	set(ss.Velocity, a.vel...)
 	set(ss.GripperState, a.grip)
 	set(ss.Status, float64(a.statusLocked()))
@@ -580,7 +609,7 @@ func (a *Arm) publishLocked() {
 	if ss.Observation != nil {
 		// The Go simulator has no extra observation: position, velocity, gripper.
 		obs := make([]float64, 0, ss.Observation.Count)
-		obs = append(obs, a.pos...)
+		obs = append(obs, pos...)
 		obs = append(obs, a.vel...)
 		obs = append(obs, a.grip)
 		set(ss.Observation, obs...)

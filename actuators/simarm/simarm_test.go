@@ -129,6 +129,41 @@ func TestStateMatchesSimulator(t *testing.T) {
 	}
 }
 
+// A position offset changes the reading only: the client reads the true
+// position plus the offset, the physics (Snapshot) goes on unchanged, and
+// nil reads true again.
+func TestPositionOffsetIsReadingOnly(t *testing.T) {
+	sim, arm, clk := setup(t, simarm.Config{InitialPosition: []float64{0.25}})
+	read := func() []float64 {
+		t.Helper()
+		var st actuators.State
+		if err := arm.State(context.Background(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Position
+	}
+	command(t, arm, 0.5)
+	clk.Advance(100 * time.Millisecond)
+	sim.SetPositionOffset([]float64{0.03, 0, -0.08})
+	p, s := read(), sim.Snapshot()
+	for i, want := range []float64{0.30 + 0.03, 0, -0.08} {
+		if float32(p[i]) != float32(want) {
+			t.Errorf("joint %d reads %v, want %v", i, p[i], want)
+		}
+	}
+	if !near(s.Position[0], 0.30) || s.Position[2] != 0 {
+		t.Errorf("physics moved by the offset: %v", s.Position)
+	}
+	clk.Advance(100 * time.Millisecond) // still integrating the command
+	if p := read(); float32(p[0]) != float32(0.35+0.03) {
+		t.Errorf("joint 0 reads %v after 100ms more, want %v", p[0], 0.35+0.03)
+	}
+	sim.SetPositionOffset(nil)
+	if p := read(); float32(p[0]) != float32(0.35) || p[2] != 0 {
+		t.Errorf("offset cleared, reads %v", p)
+	}
+}
+
 func TestKillRestartKeepsAddress(t *testing.T) {
 	sim, arm, _ := setup(t, simarm.Config{})
 	addr := sim.Addr()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/runtime"
+	"github.com/energyflow/edge/safety"
 )
 
 // The live view's size in the simulator; the bridge renders its display
@@ -46,6 +47,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	// costs no physical motion here; three periods of slack keep a loaded
 	// development machine from tripping. On a robot keep the strict default.
 	c.Safety.Watchdog.LoopMaxLate = time.Duration(3 * float64(time.Second) / f.Rate)
+	c.Safety.Tracking = MetaWorldTracking(f.Task, c.Period())
 	c.Telemetry.Enabled = listen != ""
 	c.Telemetry.Listen = listen
 	c.Telemetry.ICE.Mode = "loopback"
@@ -62,6 +64,47 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 		return nil, err
 	}
 	return &c, nil
+}
+
+// The Meta-World arm as the tracking monitor models it (sim/world.py and
+// Meta-World's SawyerXYZEnv.set_xyz_action): a command moves the hand's
+// mocap target by action·0.01 m, clipped to the task's mocap box
+// (hand_low, hand_high), and the hand follows the target through the mocap
+// weld with a lag of about four steps.
+const (
+	metaWorldActionScale = 0.01 // m per unit of action per step
+	metaWorldLagSteps    = 4    // the first-order time constant that fits the hand's lag, in steps
+	metaWorldWindowSteps = 1    // steps the measured displacement is compared over
+)
+
+// metaWorldBox is the mocap box of each task (Meta-World v3's hand_low and
+// hand_high): every task's is x ∈ [−0.5, 0.5], y ∈ [0.40, 1], z ∈ [0.05, 0.5]
+// but bin-picking's, whose floor is z 0.07.
+func metaWorldBox(task string) (lower, upper []float64) {
+	lower, upper = []float64{-0.5, 0.40, 0.05}, []float64{0.5, 1, 0.5}
+	if task == "bin-picking" {
+		lower[2] = 0.07
+	}
+	return lower, upper
+}
+
+// MetaWorldTracking is the tracking monitor's configuration for the
+// Meta-World arm behind the bridge, running task at one command per period
+// (docs/safety.md, "Tracking"): per tick, as the bridge steps the world once
+// per command (lockstep: inside the write; real time: at the loop's rate, on
+// the newest command), 1 cm per unit of action, the task's mocap box, a
+// response of four steps, a window of one step and the default tolerance
+// (2 cm, measured over level-0 driving of ButtonPress, DrawerOpen and
+// Assembly).
+func MetaWorldTracking(task string, period time.Duration) safety.TrackingConfig {
+	t := safety.DefaultTracking()
+	t.Enabled = true
+	t.Per = safety.TrackingPerTick
+	t.Scale = []float64{metaWorldActionScale, metaWorldActionScale, metaWorldActionScale}
+	t.Response = metaWorldLagSteps * period
+	t.Window = metaWorldWindowSteps * period
+	t.Lower, t.Upper = metaWorldBox(task)
+	return t
 }
 
 // StartBridge starts the bridge for the flags: lockstep (evaluation, and

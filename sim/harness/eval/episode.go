@@ -32,6 +32,11 @@ type Result struct {
 	Inferences  int      `json:"inferences"`            // policy inferences the loop finished
 	InferP50    *float64 `json:"inference_p50_ms"`      // their median latency, as the loop measured it; nil: none
 	MeanScore   *float64 `json:"mean_energy,omitempty"` // nil: no energy (a diffusion policy) or no fresh score
+	// TrackingMax is the largest difference the tracking monitor saw
+	// between the hand's measured and commanded displacement at a running
+	// tick (m, safety.Decision.Tracking); nil: the monitor is off or
+	// compared nothing.
+	TrackingMax *float64 `json:"tracking_max,omitempty"`
 	// LateSpells counts the times the p90 of the recent plans' latency went
 	// past the loop's plan_late_limit (each one a warning), LatePlans the
 	// plans that finished while it was past (runtime.LoopStats).
@@ -134,6 +139,8 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	defer cancel()
 	var mu sync.Mutex
 	var energies, trace []float64
+	trackMax := math.NaN()
+	tracking := cfg.Safety.Tracking.Enabled
 	var stop safety.Reason
 	armed := false      // the gate was Running on some tick: auto-start succeeded
 	wasRunning := false // the previous tick's state, for the calibration trace
@@ -157,6 +164,12 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])}
 		if o.stateTerm {
 			line["state_energy"] = nanNull(sc[safety.ScoreStateEnergy])
+		}
+		if tracking {
+			line["tracking"] = nanNull(d.Tracking)
+			if x := d.Tracking; d.State == safety.Running && !math.IsNaN(x) && (math.IsNaN(trackMax) || x > trackMax) {
+				trackMax = x
+			}
 		}
 		_ = enc.Encode(line)
 		armed = armed || d.State == safety.Running
@@ -233,6 +246,9 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	}
 	if m := mean(energies); !math.IsNaN(m) {
 		r.MeanScore = &m
+	}
+	if !math.IsNaN(trackMax) {
+		r.TrackingMax = &trackMax
 	}
 	r.inferMs = infer.values()
 	r.trace = trace

@@ -159,6 +159,9 @@ func hostStop(kind string) bool {
 // tick after the onset at the earliest (the arm read, the re-score): with
 // the policy energy's 3 of 5, before state_energy was scored every tick,
 // 150–550 ms on a loaded 2-core machine, median 300 ms (docs/safety.md).
+// The hand's position reading jumps to the origin with the rest, which the
+// tracking monitor sees at that first tick: a tracking stop, within the
+// same 0.5 s, stops the episode before the energy rule has its scores.
 func TestSimEvalZeroStateStops(t *testing.T) {
 	const faultStep = 40
 	const maxDelay = 500 * time.Millisecond
@@ -211,10 +214,17 @@ func TestSimEvalZeroStateStops(t *testing.T) {
 			if delay > maxDelay {
 				t.Errorf("episode %d: the energy stop came %v after the fault, want at most %v", r.Episode, delay, maxDelay)
 			}
+		case r.StopKind == "tracking":
+			checked++
+			t.Logf("episode %d (seed %d): zero state from tick %d (step %d), tracking stop at tick %d: %v after the onset",
+				r.Episode, r.Seed, onset, faultStep, r.StopTick, delay)
+			if r.StopTick <= onset || delay > maxDelay {
+				t.Errorf("episode %d: the tracking stop came at tick %d, %v after the fault at tick %d; want after it and within %v", r.Episode, r.StopTick, delay, onset, maxDelay)
+			}
 		case hostStop(r.StopKind) && delay <= maxDelay:
 			t.Logf("episode %d: inconclusive: a host stop (%s) at tick %d, %v after the fault at tick %d, before the energy stop had its 0.5 s", r.Episode, r.StopKind, r.StopTick, delay, onset)
 		default:
-			t.Errorf("episode %d: ended %s (stop %q at tick %d), want an energy stop within %v of the fault at tick %d", r.Episode, r.End, r.StopKind, r.StopTick, maxDelay, onset)
+			t.Errorf("episode %d: ended %s (stop %q at tick %d), want an energy or tracking stop within %v of the fault at tick %d", r.Episode, r.End, r.StopKind, r.StopTick, maxDelay, onset)
 		}
 	}
 	if checked == 0 && !t.Failed() {
@@ -237,6 +247,8 @@ func TestSimEvalLevel0NoFalseStop(t *testing.T) {
 	switch {
 	case r.StopKind == "energy":
 		t.Errorf("a false energy stop on %s at tick %d of a level-0 episode", r.StopScore, r.StopTick)
+	case r.StopKind == "tracking":
+		t.Errorf("a false tracking stop at tick %d of a level-0 episode: %s", r.StopTick, r.Stop().Message)
 	case hostStop(r.StopKind):
 		t.Skipf("inconclusive: a host stop (%s) at tick %d ended the episode before its end: the machine is too loaded for 20 Hz", r.StopKind, r.StopTick)
 	case r.End != "success" && r.End != "truncated":
