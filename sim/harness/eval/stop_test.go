@@ -243,8 +243,13 @@ func TestSimEvalLevel0NoFalseStop(t *testing.T) {
 		t.Fatalf("%d episodes, want 1", len(s.Results))
 	}
 	r := s.Results[0]
-	t.Logf("level 0, seed %d: %s after %d steps (%d ticks), stop %q", r.Seed, r.End, r.Steps, len(ticks[r.Episode]), r.StopKind)
+	t.Logf("level 0, seed %d: %s after %d steps (%d ticks), stop %q, %d late spells", r.Seed, r.End, r.Steps, len(ticks[r.Episode]), r.StopKind, r.LateSpells)
 	switch {
+	case r.StopKind == "energy" && r.LateSpells > 0:
+		// The stop is calibrated at the latency its closed-loop episodes had; the
+		// loop warned that its plans landed later than that (plan_late_limit): on
+		// a host this loaded the arm drives paths the calibration never saw.
+		t.Skipf("inconclusive: an energy stop at tick %d while the loop's plans ran past the latency the stop was calibrated at (%d late spells, %d late plans): the machine is too loaded for 20 Hz", r.StopTick, r.LateSpells, r.LatePlans)
 	case r.StopKind == "energy":
 		t.Errorf("a false energy stop on %s at tick %d of a level-0 episode", r.StopScore, r.StopTick)
 	case r.StopKind == "tracking":
