@@ -27,6 +27,28 @@ func visionBundle(t testing.TB) string {
 	return p
 }
 
+// openVisionPipeline opens the vision test bundle's camera input (obs[1])
+// on ONNX Runtime; the test's cleanup closes it.
+func openVisionPipeline(t *testing.T, minGap, maxAge time.Duration) *visionPipeline {
+	t.Helper()
+	b, err := engines.LoadBundle(visionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	const camIdx = 1 // obs[1] is the camera
+	v, err := newVisionPipeline(b, be, camIdx, minGap, maxAge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
 // replayRGB decodes the camera test frames (160×120 JPEGs, all different).
 func replayRGB(t *testing.T) []camera.RGB {
 	t.Helper()
@@ -57,21 +79,8 @@ func replayRGB(t *testing.T) []camera.RGB {
 // TestVisionPipeline runs real frames through the bundle's vision graph on
 // ONNX Runtime and checks which frame's features each observation time gets.
 func TestVisionPipeline(t *testing.T) {
-	b, err := engines.LoadBundle(visionBundle(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
 	const camIdx = 1 // obs[1] is the camera
-	v, err := newVisionPipeline(b, be, camIdx, 25*time.Millisecond, 200*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openVisionPipeline(t, 25*time.Millisecond, 200*time.Millisecond)
 	vs := visionSet{v}
 
 	frames := replayRGB(t)
@@ -306,20 +315,7 @@ func TestCameraMustMatchTheBundle(t *testing.T) {
 // trained on 96×96 frames: refused in one line naming both sizes, and no
 // features stored.
 func TestVisionRefusesAFrameOfAnotherSize(t *testing.T) {
-	b, err := engines.LoadBundle(visionBundle(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := engines.NewORT(engines.ORTOptions{LibraryPath: DefaultConfig().Policy.ONNXRuntimeLib, IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	v, err := newVisionPipeline(b, be, 1, 0, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openVisionPipeline(t, 0, time.Second)
 	v.camera = &engines.CameraSpec{Name: "topview", Width: 96, Height: 96}
 	frames := replayRGB(t)
 	ok, err := v.Encode(&frames[0], time.Unix(1000, 0), 1)

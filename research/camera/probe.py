@@ -51,6 +51,7 @@ class BundleCond:
         self.vision = {o["name"]: ort.InferenceSession(str(self.dir / self.man["graphs"][o["graph"]]["file"]),
                                                        providers=["CPUExecutionProvider"])
                        for o in self.man["obs"] if o["kind"] == "image"}
+        self.energy_grad = OrtEnergyGrad(self.dir / self.man["graphs"]["energy_grad"]["file"], threads=1)
 
     def __call__(self, state39: np.ndarray, frame: np.ndarray) -> np.ndarray:
         entries = {o["name"]: o for o in self.man["obs"]}
@@ -69,10 +70,9 @@ class BundleCond:
 
     def first_action(self, cond: np.ndarray, draws: int = 8, seed: int = 0) -> np.ndarray:
         m = self.man
-        fn = OrtEnergyGrad(self.dir / m["graphs"]["energy_grad"]["file"], threads=1)
         sch = Schedule(**{k: m["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
         z = np.random.default_rng(seed).standard_normal((draws, m["pred_horizon"], m["action_dim"])).astype(np.float32)
-        r = sample(fn, np.repeat(cond, draws, 0), z, sch, m["sampler"]["steps"],
+        r = sample(self.energy_grad, np.repeat(cond, draws, 0), z, sch, m["sampler"]["steps"],
                    np.asarray(m["action_norm"]["mean"], np.float32), np.asarray(m["action_norm"]["std"], np.float32))
         return r.actions[:, int(m["obs_horizon"]) - 1].mean(0)
 
