@@ -20,7 +20,7 @@ export ENERGYFLOW_ROOT := $(CURDIR)
 
 -include mk/*.mk
 
-.PHONY: deps deps-demo demo test test-go test-py test-research lint build bench
+.PHONY: deps deps-demo demo test test-go test-py test-research lint build bench baselines
 deps:
 	./scripts/deps.sh
 
@@ -29,6 +29,10 @@ deps-demo:
 
 build:
 	$(GO) build -o bin/energyflow ./cmd/energyflow
+
+# the Diffusion Policy baselines and the superseded image bundle, from the branch `baselines`
+baselines:
+	./scripts/baselines.sh
 
 demo: deps-demo build
 	./bin/energyflow sim

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,16 +73,17 @@ type App struct {
 	cam     camera.SourceCloser
 	// viewCam is the live view's own video (telemetry.video.url); nil: the
 	// live view shows cam's frames.
-	viewCam camera.SourceCloser
-	viewCfg camera.Config // viewCam's, to reconnect when a viewer returns
-	camTime atomic.Int64  // unix nanos of the newest frame
-	vision  visionSet     // one pipeline per image input; nil for a state-only bundle
-	tel     *telemetry.Server
-	telLn   net.Listener
-	loop    *Loop
-	rec     *recorder
-	wg      sync.WaitGroup
-	closers []func() error
+	viewCam  camera.SourceCloser
+	viewCfg  camera.Config // viewCam's, to reconnect when a viewer returns
+	camTime  atomic.Int64  // unix nanos of the newest frame
+	camMoved atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
+	vision   visionSet     // one pipeline per image input; nil for a state-only bundle
+	tel      *telemetry.Server
+	telLn    net.Listener
+	loop     *Loop
+	rec      *recorder
+	wg       sync.WaitGroup
+	closers  []func() error
 }
 
 // NewApp loads the bundle, connects the arm, opens the camera and the live
@@ -260,6 +262,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 				return time.Unix(0, n)
 			}
 			return time.Time{}
+		}
+		if a.vision != nil {
+			deps.CameraChanged = func() time.Time {
+				if n := a.camMoved.Load(); n != 0 {
+					return time.Unix(0, n)
+				}
+				return time.Time{}
+			}
 		}
 	}
 	if a.loop, err = NewLoop(deps); err != nil {
@@ -496,7 +506,7 @@ func policySteps(cfg *Config, m *engines.Manifest) int {
 // (after useClosedLoopFor: the bundle has no calibration for this loop).
 // The conformal false-trip rate is a property of that closed loop: the
 // states the policy visits change with how late its plans land and how
-// many steps it samples (docs/evaluation.md, "Which component of the state
+// many steps it samples (research/notes/evaluation-log.md, "Which component of the state
 // score fires"), so α is not certified at another rate or K. It warns
 // rather than refuses, as warnCalibrationSteps does: the threshold is still
 // a measured one.
@@ -603,6 +613,7 @@ func (a *App) cameraLoop(ctx context.Context) {
 	var f camera.Frame
 	var rgb camera.RGB
 	var dec camera.JPEGDecoder
+	var prev []byte // the previous frame's pixels, for the frozen-camera check
 	var lastLog time.Time
 	rng := camera.RangeLimited
 	warn := func(msg string, err error) {
@@ -635,6 +646,10 @@ func (a *App) cameraLoop(ctx context.Context) {
 		if err := camera.ToRGB(&rgb, &f, &dec, rng); err != nil {
 			warn("camera frame", err)
 			continue
+		}
+		if !bytes.Equal(prev, rgb.Pix) {
+			prev = append(prev[:0], rgb.Pix...)
+			a.camMoved.Store(f.Time.UnixNano())
 		}
 		ok := true
 		for _, v := range a.vision {

@@ -71,6 +71,10 @@ type LoopDeps struct {
 	// CameraTime returns the capture time of the newest camera frame (zero:
 	// none yet); nil when the robot has no camera.
 	CameraTime func() time.Time
+	// CameraChanged returns the capture time of the newest frame whose
+	// pixels differ from the frame before it (nil or zero: unknown), for the
+	// frozen-camera check (safety watchdog.camera_frozen_motion).
+	CameraChanged func() time.Time
 	// Images gives the vision features of the bundle's image inputs; nil
 	// when the bundle takes none (NewLoop refuses an image bundle without).
 	Images   ImageSource
@@ -615,6 +619,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		ArmErr: armErr, Command: l.cmd, SceneChange: scene}
 	if l.haveArm {
 		in.Arm = &l.state
+	}
+	if l.d.CameraChanged != nil {
+		in.CameraChanged = l.d.CameraChanged()
 	}
 	if l.d.CameraTime != nil {
 		in.Camera = l.d.CameraTime()

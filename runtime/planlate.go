@@ -11,7 +11,7 @@ import (
 // PlanLateMargin is how many control periods the p90 of the loop's recent
 // plan latencies may exceed the p90 its closed-loop calibration was driven
 // at before the loop warns. Measured on Assembly at 10 Hz
-// (docs/evaluation.md, "Late plans and a loaded host"): the quiet host's
+// (research/notes/evaluation-log.md, "Late plans and a loaded host"): the quiet host's
 // chunks ran at a median p90 of 0.99 periods and made no trip in 2.66 h;
 // one busy core raised it to 1.32 with no trip in 0.26 h; the chunks that
 // tripped ran at 1.63–2.6 (and "The five tasks at 10 Hz again").

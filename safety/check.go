@@ -105,6 +105,9 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 			set(fault{kind: KindCameraStale, age: age, bound: w.CameraMaxAge})
 		}
 	}
+	if d, still, ok := g.frozen.observe(in.Arm, in.CameraChanged, in.Now, in.SceneChange); !ok {
+		set(fault{kind: KindCameraFrozen, value: d, threshold: w.CameraFrozenMotion, age: still})
+	}
 
 	// Energy: every rule sees every fresh score, compared with the threshold
 	// in effect: while running, the closed-loop band of the running ticks
@@ -290,6 +293,8 @@ func (g *Guard) message(f *fault) string {
 		m = fmt.Sprintf("inference request in flight for %v (watchdog.inference_deadline %v) — engine hung or too slow", f.age, f.bound)
 	case KindCameraStale:
 		m = fmt.Sprintf("camera frames stale: %s (watchdog.camera_max_age %v) — check the camera stream", age(), f.bound)
+	case KindCameraFrozen:
+		m = fmt.Sprintf("camera frozen: no frame has changed for %v while the arm moved %.3g (watchdog.camera_frozen_motion %.3g) — the stream repeats one frame; check the camera and its driver", f.age.Round(time.Millisecond), f.value, f.threshold)
 	case KindArmStale:
 		m = fmt.Sprintf("arm state stale: %s (watchdog.arm_max_age %v) — is the arm reader running?", age(), f.bound)
 	case KindArmDisconnected:

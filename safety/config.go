@@ -149,6 +149,20 @@ type WatchdogConfig struct {
 	InferenceDeadline time.Duration `yaml:"inference_deadline"`
 	// CameraMaxAge: oldest acceptable newest camera frame; 0: no camera.
 	CameraMaxAge time.Duration `yaml:"camera_max_age"`
+	// CameraFrozenMotion catches a camera that keeps delivering the same
+	// frame with fresh timestamps (a hung driver or encoder), which
+	// CameraMaxAge cannot see: once no frame has differed from the one
+	// before it for longer than CameraFrozenWait, the arm moving more than
+	// this (position units, the distance over the position axes) trips
+	// camera_frozen. A camera that sees the arm cannot stay pixel-identical
+	// while it moves, and a real sensor's noise changes every frame anyway.
+	// 0: off (the default; a camera that does not see the arm must keep it
+	// off). Watched for bundles with an image input.
+	CameraFrozenMotion float64 `yaml:"camera_frozen_motion"`
+	// CameraFrozenWait is how long a motion may take to show in a frame
+	// that reached the runtime (exposure, encoding, transport, decoding):
+	// the arm's motion counts only after no frame has changed for this long.
+	CameraFrozenWait time.Duration `yaml:"camera_frozen_wait"`
 	// ArmMaxAge: oldest acceptable newest arm state. A failing read is
 	// tolerated until the last good state is this old (then arm_disconnected).
 	ArmMaxAge time.Duration `yaml:"arm_max_age"`
@@ -274,6 +288,7 @@ func DefaultConfig() Config {
 			ScoreMaxAge:       250 * time.Millisecond,
 			InferenceDeadline: 500 * time.Millisecond,
 			CameraMaxAge:      250 * time.Millisecond,
+			CameraFrozenWait:  250 * time.Millisecond,
 			ArmMaxAge:         250 * time.Millisecond,
 			LoopMaxLate:       50 * time.Millisecond,
 		},
@@ -412,6 +427,14 @@ func (c *Config) Validate() error {
 	}
 	if w.CameraMaxAge < 0 {
 		bad("watchdog.camera_max_age", "must be ≥ 0 (0: no camera), got %v", w.CameraMaxAge)
+	}
+	if !(w.CameraFrozenMotion >= 0) || math.IsInf(w.CameraFrozenMotion, 0) {
+		bad("watchdog.camera_frozen_motion", "must be a finite distance ≥ 0 (0: off), got %v", w.CameraFrozenMotion)
+	} else if w.CameraFrozenMotion > 0 && w.CameraMaxAge == 0 {
+		bad("watchdog.camera_frozen_motion", "watches a camera, but watchdog.camera_max_age is 0 (no camera)")
+	}
+	if w.CameraFrozenMotion > 0 && w.CameraFrozenWait <= 0 {
+		bad("watchdog.camera_frozen_wait", "must be > 0 (a duration such as 250ms) when watchdog.camera_frozen_motion is set, got %v", w.CameraFrozenWait)
 	}
 
 	// events

@@ -70,6 +70,10 @@ type Inputs struct {
 
 	// Camera is the capture time of the newest frame (zero: none yet).
 	Camera time.Time
+	// CameraChanged is the capture time of the newest frame whose pixels
+	// differ from the frame before it (zero: unknown; the frozen-camera
+	// check, watchdog.camera_frozen_motion, then stays off).
+	CameraChanged time.Time
 	// Arm is the newest successfully read arm state (nil: none yet); its
 	// Time is when the reply arrived. ArmErr is the error of the newest read
 	// attempt (nil: that read succeeded).
@@ -181,10 +185,11 @@ type Guard struct {
 	linkDown    bool  // the arm driver reported the link lost (OnArmEvent)
 	linkErr     error // why
 	period      time.Duration
-	rec         recovery // recovery mode state and the retrace history (recovery.go)
-	trk         *tracker // the tracking monitor (tracking.go)
-	trackNow    float64  // the tracking difference of the latest tick (Decision.Tracking)
-	block       Block    // what a reset would be refused for at the latest tick
+	rec         recovery      // recovery mode state and the retrace history (recovery.go)
+	trk         *tracker      // the tracking monitor (tracking.go)
+	frozen      *frozenCamera // the frozen-camera check (frozen.go)
+	trackNow    float64       // the tracking difference of the latest tick (Decision.Tracking)
+	block       Block         // what a reset would be refused for at the latest tick
 	// refusals rate-limits the log and the events of refused resets and
 	// recoveries: one line (and event) when a cause starts or changes, then
 	// at most one every 5 s with the count of the others.
@@ -246,6 +251,7 @@ func New(arm actuators.Arm, cfg Config, cal *Calibration, opts Options) (*Guard,
 		period:     period,
 		rec:        newRecovery(cfg.Recovery, len(cfg.Limits.MaxVelocity), period),
 		trk:        newTracker(cfg.Tracking, len(cfg.Limits.MaxVelocity), period),
+		frozen:     newFrozenCamera(cfg.Watchdog, len(cfg.Limits.MaxVelocity)),
 		trackNow:   math.NaN(),
 	}
 	if g.clock == nil {

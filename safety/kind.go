@@ -52,6 +52,7 @@ const (
 	KindArmDisabled                   // the controller dropped enable while the gate was running
 	KindLoopLate                      // the control loop woke later than watchdog.loop_max_late or skipped a deadline
 	KindTracking                      // the arm's measured motion left the commanded one by more than tracking.tolerance
+	KindCameraFrozen                  // the camera's frames stayed identical while the arm moved more than watchdog.camera_frozen_motion
 
 	NumKinds // number of kinds; Kind values are in [0, NumKinds)
 )
@@ -74,6 +75,7 @@ var kindNames = [NumKinds]string{
 	KindArmDisabled:       "arm_disabled",
 	KindLoopLate:          "loop_late",
 	KindTracking:          "tracking",
+	KindCameraFrozen:      "camera_frozen",
 }
 
 // String returns the snake_case name used in logs, metrics labels and

@@ -248,6 +248,7 @@ var blockText = [NumKinds]string{
 	KindArmDisabled:       "controller dropped enable",
 	KindLoopLate:          "control loop late",
 	KindTracking:          "measured motion off the commanded one",
+	KindCameraFrozen:      "camera frames frozen",
 }
 
 // AppendText appends a one-line description to dst: "" for KindNone,

@@ -70,7 +70,7 @@ setsid ./bin/energyflow sim --task button-press --seed "$seed" --level 0 --rate 
   --listen 127.0.0.1:0 --duration "$((4 * phase + 70))s" >"$logs/sim.out" 2>"$logs/sim.err" &
 demo=$!
 
-# What the demo prints (cmd/energyflow/cmd_sim.go, cmd_run.go):
+# What the demo prints (sim/harness/demo/demo.go, cmd/energyflow/cmd_run.go):
 #   simulated robot: Meta-World …; Modbus HOST:PORT, camera http://HOST:PORT/stream
 #   live view: http://HOST:PORT/#token=TOKEN
 url=""

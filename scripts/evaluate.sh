@@ -31,7 +31,8 @@
 # and sampler seed --seed+i (recorded as policy_seed), so episodes are
 # independent; steps to success come from the simulator's success step.
 # Policies: energyflow runs bundles/metaworld-<task> at every K of --steps;
-# diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline,
+# diffusion runs bundles/metaworld-<task>-dp (the Diffusion Policy baseline, from the
+# branch `baselines`: scripts/baselines.sh restores it,
 # DDIM with its manifest's 20 steps); image runs bundles/metaworld-<task>-image
 # (EnergyFlow on camera + proprioception, at every K of --steps, skipped when
 # the task has none) and, on the fault tasks, under --image-faults; lerobot trains (once, into
@@ -50,9 +51,10 @@
 #
 # Writes <out>/<policy>_<task>_<level>_K<k>[_<fault>[-at<N>]].{json,jsonl,log} and
 # <out>/report.md (+ report.json, img/*.png) via scripts/eval_report.py.
-# --publish copies the report to docs/evaluation-results.md and the plots to
-# docs/img/ (from --out build/eval50: docs/evaluation-results-50.md and
-# docs/img/eval50/). --no-bench skips the latency benches and keeps the
+# --publish copies the report to research/notes/evaluation-results.md and the
+# plots to research/notes/img/ (from --out build/eval50:
+# research/notes/evaluation-results-50.md and research/notes/img/eval50/);
+# docs/evaluation.md, the results page, cites what it takes from them. --no-bench skips the latency benches and keeps the
 # latency files already in --out: pass it to evaluate.sh processes that run
 # beside each other, whose benches would be taken on a loaded machine.
 # --bundles DIR takes the EnergyFlow bundles from DIR/metaworld-<task> instead of
@@ -203,7 +205,7 @@ for task in $tasks; do
       *) echo "evaluate.sh: unknown policy $policy" >&2; exit 2 ;;
     esac
     if [ ! -f "$bundle/manifest.json" ]; then
-      echo "skip   $policy $task: no bundle $bundle (scripts/train-defaults.sh)" >&2; continue
+      echo "skip   $policy $task: no bundle $bundle (the baselines: scripts/baselines.sh; or train one: scripts/train-defaults.sh)" >&2; continue
     fi
     for level in $levels; do for k in $pks; do
       run "${policy}_${task}_${level}_K${k}" --task "$task" --bundle "$bundle" --level "$level" --steps "$k"
@@ -316,13 +318,14 @@ esac
 .venv/bin/python scripts/eval_report.py --dir "$out" --out "$out/report.md" --img "$out/img" --rate "$rate" > /dev/null
 echo "report: $out/report.md"
 if [ "$publish" = 1 ]; then
-  # build/eval → docs/evaluation-results.md + docs/img/;
-  # build/eval50 → docs/evaluation-results-50.md + docs/img/eval50/
+  # build/eval → research/notes/evaluation-results.md + research/notes/img/;
+  # build/eval50 → research/notes/evaluation-results-50.md + research/notes/img/eval50/
+  notes=research/notes
   name=${out##*/}; suffix=${name#eval}; img=img
   [ -n "$suffix" ] && { suffix=-$suffix; img=img/$name; }
-  mkdir -p "docs/$img"
-  rm -f "docs/$img"/eval-*.png # plots of cells no longer in the grid go too
-  cp "$out"/img/*.png "docs/$img/"
-  sed "s#$out/img/#$img/#g" "$out/report.md" > "docs/evaluation-results$suffix.md"
-  echo "published: docs/evaluation-results$suffix.md, docs/$img/"
+  mkdir -p "$notes/$img"
+  rm -f "$notes/$img"/eval-*.png # plots of cells no longer in the grid go too
+  cp "$out"/img/*.png "$notes/$img/"
+  sed "s#$out/img/#$img/#g" "$out/report.md" > "$notes/evaluation-results$suffix.md"
+  echo "published: $notes/evaluation-results$suffix.md, $notes/$img/"
 fi

@@ -82,40 +82,67 @@ case "$policy" in
   diffusion) suffix="-dp"; extra=(--policy diffusion) ;;
   image) suffix="-image"; extra=("${head[@]}" --state-key proprio --image-keys camera --vision-width 8 --image-size 64) ;;
   camera) suffix="-camera"; extra=("${head[@]}") ;;
-  *) echo "train-defaults.sh: POLICY must be energyflow, diffusion, image or camera, got $policy" >&2; exit 2 ;;
+  camera-dp) suffix="-camera-dp"; extra=(--policy diffusion) ;;
+  *) echo "train-defaults.sh: POLICY must be energyflow, diffusion, image, camera or camera-dp, got $policy" >&2; exit 2 ;;
 esac
-if [ "$policy" = camera ]; then
+if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
   # The camera policy (docs/camera-policy.md), two stages: a keypoint localiser reads the
   # task's target from one CAMERA frame (default topview, 96x96), trained on the hand's
   # position at the success step (LABEL=grasp: at the first gripper close); the policy is
   # the state recipe on [hand xyz, gripper, estimate], trained on cross-fitted estimates
   # (2 folds, as noisy as on the robot). Nothing the simulator knows about the object is
   # an input. About 30 min (localiser) + STEPS of policy training per task on this CPU.
+  # POLICY=camera-dp is its Diffusion Policy baseline: the same localiser and policy data
+  # (reused from the camera run when it exists), DDIM, no stop of its own.
   camera=${CAMERA:-topview}
   make --no-print-directory build >/dev/null
   for task in "${tasks[@]}"; do
-    name=metaworld-$task-camera
+    name=metaworld-$task$suffix
     run=build/runs/$name
+    loc=build/runs/metaworld-$task-camera/localiser
     demos=build/demos/$task-$camera.hdf5
     [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --camera --camera-name "$camera" \
       --out "$demos" --no-progress
-    rm -rf "$run"; mkdir -p "$run"
-    (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.localiser --data "../$demos" --out "../$run/localiser" \
-        --label "${LABEL:-success}" --steps "${LOC_STEPS:-3000}" --seed 0 --threads 1)
-    (cd training && ../$py -m energyflow train --data "../$run/localiser/policy-data.hdf5" --out "../$run/policy" \
+    if [ "$policy" = camera ] || [ ! -f "$loc/policy-data.hdf5" ]; then
+      rm -rf "$loc"; mkdir -p "$loc"
+      (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.localiser --data "../$demos" --out "../$loc" \
+          --label "${LABEL:-success}" --steps "${LOC_STEPS:-3000}" --seed 0 --threads 1)
+    fi
+    rm -rf "$run/policy"; mkdir -p "$run"
+    (cd training && ../$py -m energyflow train --data "../$loc/policy-data.hdf5" --out "../$run/policy" \
         --name "$name" --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
         --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
         "${extra[@]}")
-    # held-out energy bands and the state term, on the policy's own data (cond is the camera bundle's)
-    (cd training && ../$py -m energyflow calibrate --bundle "../$run/policy/bundle" \
-        --data "../$run/localiser/policy-data.hdf5" --n-windows 512 --seed 0 --split-seed 0)
-    (cd training && ../$py -m energyflow state-term --bundle "../$run/policy/bundle" \
-        --data "../$run/localiser/policy-data.hdf5" --seed 0 --threads 1 >/dev/null)
+    k=()
+    case "$task" in assembly|bin-picking|hammer) k=(--steps 10) ;; esac  # K = 10 on the grasping tasks, as below
+    if [ "$policy" = camera ]; then
+      # held-out energy bands and the state term, on the policy's own data (cond is the camera bundle's)
+      (cd training && ../$py -m energyflow calibrate --bundle "../$run/policy/bundle" \
+          --data "../$loc/policy-data.hdf5" --n-windows 512 --seed 0 --split-seed 0)
+      (cd training && ../$py -m energyflow state-term --bundle "../$run/policy/bundle" \
+          --data "../$loc/policy-data.hdf5" --seed 0 --threads 1 >/dev/null)
+    fi
     (cd training && ../$py -m energyflow.camera_bundle --state-bundle "../$run/policy/bundle" \
-        --localiser "../$run/localiser/localiser.pt" --report "../$run/localiser/localiser.json" \
+        --localiser "../$loc/localiser.pt" --report "../$loc/localiser.json" \
         --camera "$camera" --out "../bundles/$name")
-    ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --episodes 40 --alpha 0.1 --rate 20 \
-      --json "$run/calibrate.json"
+    # float16 weights (energyflow.compact: half the bytes, float32 arithmetic), before calibrating
+    (cd training && ../$py -m energyflow.compact --bundle "../bundles/$name")
+    if [ ${#k[@]} -gt 0 ]; then
+      $py - "bundles/$name/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["sampler"]["steps"] = 10
+with open(sys.argv[1], "w") as f:
+    json.dump(m, f, indent=1)
+    f.write("\n")
+PY
+    fi
+    if [ "$policy" = camera ]; then
+      # the stop watches the state score, calibrated on the policy's own level-0 driving:
+      # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate)
+      ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
+        --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
+    fi
     ./bin/energyflow bundle verify "bundles/$name"
   done
   exit 0

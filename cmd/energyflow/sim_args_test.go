@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 func TestSimBadArguments(t *testing.T) {
 	root := moduleRoot(t)
 	empty := t.TempDir() // a checkout without trained bundles
+	noTerm := withoutStateTerm(t, filepath.Join(root, "bundles/metaworld-button-press"))
 	tests := []struct {
 		name string
 		args []string
@@ -49,11 +52,11 @@ func TestSimBadArguments(t *testing.T) {
 			[]string{"leaves 5 conformal episodes, which cannot certify --alpha 0.05: need at least 19 (pass --episodes 38, or a larger --alpha)"}, nil},
 		{"calibrate: alpha out of range", []string{"sim", "calibrate", "--alpha", "1.5"}, "", exitUsage, []string{"--alpha 1.5: must be in (0, 1)"}, nil},
 		{"calibrate: not level 0", []string{"sim", "calibrate", "--level", "L"}, "", exitUsage, []string{"--level L: calibration drives level-0"}, nil},
-		{"calibrate: a diffusion bundle", []string{"sim", "calibrate", "--bundle", filepath.Join(root, "bundles/metaworld-button-press-dp")}, "", exitUsage,
+		{"calibrate: a diffusion bundle", []string{"sim", "calibrate", "--bundle", filepath.Join(root, "engines/testdata/parity-diffusion/bundle"), "--robot-state", "position,gripper"}, "", exitUsage,
 			[]string{`is a "diffusion" policy: it has no energy to calibrate`}, nil},
 		{"calibrate: unknown score", []string{"sim", "calibrate", "--score", "vibes"}, "", exitUsage,
 			[]string{`--score "vibes": unknown score to calibrate; want one of energy, state_energy`}, nil},
-		{"calibrate: state score without a state term", []string{"sim", "calibrate", "--bundle", filepath.Join(root, "bundles/metaworld-button-press-image"), "--score", "state_energy"}, "", exitUsage,
+		{"calibrate: state score without a state term", []string{"sim", "calibrate", "--bundle", noTerm, "--score", "state_energy"}, "", exitUsage,
 			[]string{"--score state_energy: bundle ", `has no state term (no "state_energy" block in its manifest)`, "or calibrate --score energy"}, nil},
 		{"calibrate: alpha and a rate per hour", []string{"sim", "calibrate", "--alpha", "0.1", "--trips-per-hour", "1"}, "", exitUsage,
 			[]string{"--alpha 0.1 with --trips-per-hour 1: give one false-alarm level, per episode or per hour"}, nil},
@@ -81,7 +84,7 @@ func TestSimBadArguments(t *testing.T) {
 			[]string{`--watch "energy,vibes": "vibes" is not a score (energy, centered_energy, state_energy)`}, nil},
 		{"eval: watched score named twice", []string{"sim", "eval", "--watch", "energy,energy"}, "", exitUsage,
 			[]string{`--watch "energy,energy": energy is named twice`}, nil},
-		{"eval: watch the state term of a bundle without one", []string{"sim", "eval", "--bundle", filepath.Join(root, "bundles/metaworld-button-press-image"), "--watch", "state_energy"}, "", exitUsage,
+		{"eval: watch the state term of a bundle without one", []string{"sim", "eval", "--bundle", noTerm, "--watch", "state_energy"}, "", exitUsage,
 			[]string{`--watch "state_energy": bundle `, "has no state term (add one with python -m energyflow state-term)"}, nil},
 		{"shipped bundle not trained", []string{"sim", "eval", "--task", "hammer"}, empty, exitFailure,
 			[]string{"no bundle for task hammer", "or pass --bundle"}, nil},
@@ -125,4 +128,39 @@ func TestSimBadArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutStateTerm copies the Meta-World bundle src into a temporary folder
+// without its state term (no state_energy block, no state_energy.onnx):
+// a bundle the simulator runs that the state score cannot be asked of.
+func withoutStateTerm(t *testing.T, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(src, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "state_energy")
+	files := m["files"].(map[string]any)
+	delete(files, "state_energy.onnx")
+	for name := range files {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -22,7 +22,7 @@ each --faults cell (the fault at --fault-step environment steps): episodes
 whose rule trips within --within ticks of the fault's onset (20 = 1 s at 20
 Hz) and the median delay. The onset tick follows the lockstep bridge: one
 environment step per tick and one more when the gate arms
-(cmd/energyflow/simstop_test.go, faultOnsetTick). A trace ends where the
+(sim/harness/eval/stop_test.go, faultOnsetTick). A trace ends where the
 cell's own stop ended the episode: a rule that would trip later is not
 seen (counted as not detected, and the episode as censored when the trace
 ended within the window).

@@ -40,6 +40,12 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
 	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}
 	c.Safety.Watchdog.CameraMaxAge = 2 * time.Second
+	// A frozen camera (sim eval --fault freeze): the hand moving
+	// --camera-frozen-motion without a changed frame, once none has changed
+	// for 300 ms (the bridge renders each step's frame after the
+	// step, on a loaded machine up to a few periods late).
+	c.Safety.Watchdog.CameraFrozenMotion = f.FrozenMotion
+	c.Safety.Watchdog.CameraFrozenWait = 300 * time.Millisecond
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
 	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.Rate)
 	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second

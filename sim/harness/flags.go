@@ -33,6 +33,9 @@ const (
 	simCameras = "corner corner2 corner3 corner4 topview behindGripper gripperPOV"
 	// DefaultCamera is the bridge's camera when neither --camera nor the bundle names one.
 	DefaultCamera = "corner2"
+	// DefaultFrozenMotion is --camera-frozen-motion: the hand is in every
+	// camera's view, so 1 cm of its motion must change a frame.
+	DefaultFrozenMotion = 0.01
 )
 
 // Levels returns the bridge's OOD levels, in order.
@@ -58,6 +61,9 @@ type Flags struct {
 	Seed, Steps int
 	Rate        float64
 	Verbose     bool
+	// FrozenMotion is the frozen-camera check's motion (--camera-frozen-motion,
+	// m; 0: off): safety watchdog.camera_frozen_motion for bundles with an image.
+	FrozenMotion float64
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -78,6 +84,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.Rate, "rate", 10, "control rate in Hz")
 	fs.StringVar(&f.Camera, "camera-size", "96x96", "camera image size WxH rendered by the simulator")
 	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
+	fs.Float64Var(&f.FrozenMotion, "camera-frozen-motion", DefaultFrozenMotion, "stop when the camera's frames stay identical while the hand moves this far, in m (safety watchdog.camera_frozen_motion; bundles with an image); 0: off, e.g. to measure a policy on a blanked image")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
@@ -130,6 +137,9 @@ func (f *Flags) Validate() error {
 	if f.Seed < 0 {
 		bad("--seed %d: must be 0 or more", f.Seed)
 	}
+	if !(f.FrozenMotion >= 0) || math.IsInf(f.FrozenMotion, 0) {
+		bad("--camera-frozen-motion %v: must be a distance of 0 (off) or more, in m", f.FrozenMotion)
+	}
 	if f.Steps < 0 {
 		bad("--steps %d: must be 0 (the bundle's default) or more", f.Steps)
 	}
@@ -164,7 +174,7 @@ func (f *Flags) Prepare(root string) error {
 	case missing && f.Bundle != "":
 		return Usagef("--bundle %s: no such folder", f.Bundle)
 	case missing:
-		return fmt.Errorf("sim: no bundle for task %s at %s: train one (docs/evaluation.md) or pass --bundle", f.Task, f.BundleDir)
+		return fmt.Errorf("sim: no bundle for task %s at %s: train one (scripts/train-defaults.sh) or pass --bundle", f.Task, f.BundleDir)
 	case err != nil:
 		return fmt.Errorf("sim: bundle: %w", err)
 	case !fi.IsDir():

@@ -49,6 +49,7 @@ ALLOWED_OPS = frozenset({
     "Sin", "Cos", "Concat", "Unsqueeze", "Squeeze", "Transpose", "Sqrt", "Reciprocal",
     "Pow", "Slice", "Expand", "Shape", "Gather", "Constant", "Identity", "Flatten",
     "Relu", "MaxPool", "GlobalAveragePool", "ConstantOfShape", "Split",
+    "Cast",  # float16 weights cast back to float32 (energyflow.compact)
 })
 
 
