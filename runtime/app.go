@@ -78,6 +78,7 @@ type App struct {
 	camTime  atomic.Int64  // unix nanos of the newest frame
 	camMoved atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
 	vision   visionSet     // one pipeline per image input; nil for a state-only bundle
+	stages   StageTimes    // the control path's stage latencies (camera reader, vision, loop, gate's writes)
 	tel      *telemetry.Server
 	telLn    net.Listener
 	loop     *Loop
@@ -178,7 +179,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	if a.guard, err = safety.New(a.arm, scfg, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events, Period: cfg.Period()}); err != nil {
+	// The gate writes the arm's commands inside its Tick: it gets the arm
+	// through timedArm, which records each write as command_write.
+	if a.guard, err = safety.New(timedArm{a.arm, &a.stages}, scfg, cal, safety.Options{Clock: clock, Logger: log.With("part", "safety"), Events: a.events, Period: cfg.Period()}); err != nil {
 		return nil, err
 	}
 	guard.Store(a.guard)
@@ -193,9 +196,10 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		a.closers = append(a.closers, g.Close)
 		metrics := telemetry.NewMetricsWith(telemetry.MetricsOptions{EnergyBuckets: scoreBuckets(&a.bundle.Manifest, a.watch.String())})
 		if tel, err = telemetry.New(cfg.Telemetry.Config, telemetry.Options{Controller: controller{a}, GPU: g, Logger: log.With("part", "telemetry"),
-			Announce: opts.Announce, Metrics: metrics, Episodes: opts.Episodes}); err != nil {
+			Announce: opts.Announce, Metrics: metrics, Episodes: opts.Episodes, Stages: &a.stages}); err != nil {
 			return nil, err
 		}
+		a.stages.SetObserver(metrics)
 		a.tel = tel
 		a.closers = append(a.closers, tel.Close)
 		if a.telLn, err = net.Listen("tcp", cfg.Telemetry.Listen); err != nil {
@@ -231,7 +235,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
 		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick,
-		OnStop: opts.OnStop, ExpectedShutdown: opts.ExpectedShutdown}
+		OnStop: opts.OnStop, ExpectedShutdown: opts.ExpectedShutdown, Stages: &a.stages}
 	// A nil pointer in an interface would not be nil.
 	if a.scorer != nil {
 		deps.Scorer = a.scorer
@@ -276,6 +280,23 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	return a, nil
+}
+
+// timedArm is the arm as the safety gate drives it: each successful
+// command write is recorded as StageCommandWrite, timed here in the
+// runtime around the gate's call rather than inside safety/.
+type timedArm struct {
+	actuators.Arm
+	stages *StageTimes
+}
+
+func (a timedArm) Command(ctx context.Context, c actuators.Command) error {
+	t0 := time.Now()
+	err := a.Arm.Command(ctx, c)
+	if err == nil {
+		a.stages.Since(StageCommandWrite, t0)
+	}
+	return err
 }
 
 // teeObserver passes every measurement to two observers.
@@ -381,7 +402,7 @@ func (a *App) openVision(cfg *Config) error {
 		if o.Kind != engines.ObsImage {
 			continue
 		}
-		v, err := newVisionPipeline(a.bundle, a.backend, i, cfg.Period()/2, cfg.Safety.Watchdog.CameraMaxAge)
+		v, err := newVisionPipeline(a.bundle, a.backend, i, cfg.Period()/2, cfg.Safety.Watchdog.CameraMaxAge, &a.stages)
 		if err != nil {
 			return err
 		}
@@ -643,10 +664,12 @@ func (a *App) cameraLoop(ctx context.Context) {
 			a.camTime.Store(f.Time.UnixNano())
 			continue
 		}
+		t0 := time.Now()
 		if err := camera.ToRGB(&rgb, &f, &dec, rng); err != nil {
 			warn("camera frame", err)
 			continue
 		}
+		a.stages.Since(StageCameraDecode, t0)
 		if !bytes.Equal(prev, rgb.Pix) {
 			prev = append(prev[:0], rgb.Pix...)
 			a.camMoved.Store(f.Time.UnixNano())

@@ -91,6 +91,11 @@ type LoopDeps struct {
 	// the gate's start-up stop, nor for the stop Run latches when it ends.
 	// The evaluation harness ends an episode on it. It must not block.
 	OnStop func(r safety.Reason)
+	// Stages, if set, receives the time of every successful plan (sample,
+	// and sample_step: the plan over its K steps), re-score and state-term
+	// evaluation, measured on the wall clock whatever Clock is (they are
+	// compute times, not the schedule). Nil: none recorded.
+	Stages *StageTimes
 	// ExpectedShutdown: the caller ends Run on purpose and expects it (the
 	// evaluation harness ends every episode so), so the stop Run latches when
 	// it ends is logged at info rather than as a warning
@@ -157,6 +162,7 @@ type Loop struct {
 	lateSource  string        // where late's limit comes from, for the log
 	dim         int
 	tp          int
+	steps       int // sampler steps K of a plan (policy.steps or the bundle's), for sample_step
 	wait        *time.Timer
 	sample      telemetry.Sample
 	lastInf     time.Duration
@@ -245,6 +251,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	}
 	l.obs = obs
 	l.dim, l.tp = m.ActionDim, m.PredHorizon
+	l.steps = policySteps(d.Config, m)
 	nv := len(d.Guard.Config().Limits.MaxVelocity)
 	switch {
 	case nv+1 == l.dim:
@@ -454,7 +461,11 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	go func() {
 		defer wg.Done()
 		l.infer.run(ctx, func(j *inferJob) {
+			t0 := time.Now()
 			j.err = l.d.Sampler.Sample(j.cond, &j.res)
+			if j.err == nil {
+				l.recordSample(time.Since(t0))
+			}
 			j.latency = l.d.Clock.Now().Sub(j.start)
 		})
 	}()
@@ -463,10 +474,23 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			l.score.run(ctx, func(j *scoreJob) {
+				t0 := time.Now()
 				j.score, j.err = l.d.Scorer.Score(j.actions, j.cond)
+				if j.err == nil {
+					l.d.Stages.Since(StageRescore, t0)
+				}
 				j.latency = l.d.Clock.Now().Sub(j.start)
 			})
 		}()
+	}
+}
+
+// recordSample records one plan's sampling time d as StageSample, and d/K
+// as StageSampleStep.
+func (l *Loop) recordSample(d time.Duration) {
+	l.d.Stages.Record(StageSample, d)
+	if l.steps > 0 {
+		l.d.Stages.Record(StageSampleStep, d/time.Duration(l.steps))
 	}
 }
 
@@ -789,6 +813,7 @@ func (l *Loop) scoreState(now time.Time, scores *safety.Scores) {
 	if err := l.buildCond(l.stateCond); err != nil {
 		return
 	}
+	t0 := time.Now()
 	x, err := l.d.State.Energy(l.stateCond)
 	if err != nil {
 		l.stats.scoreErrors.Add(1)
@@ -797,6 +822,7 @@ func (l *Loop) scoreState(now time.Time, scores *safety.Scores) {
 		}
 		return
 	}
+	l.d.Stages.Since(StageStateTerm, t0)
 	scores[safety.ScoreStateEnergy] = float64(x)
 }
 

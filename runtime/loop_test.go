@@ -205,7 +205,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 				h.scores = append(h.scores, s)
 			}
 		},
-		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown}
+		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown, Stages: new(StageTimes)}
 	if o.scorer != nil {
 		d.Scorer = o.scorer
 	}
@@ -779,6 +779,44 @@ func TestLoopOnStop(t *testing.T) {
 			}
 			if !strings.Contains(line, want) || !strings.Contains(line, `message="operator stop by runtime: shutdown"`) {
 				t.Errorf("the shutdown stop logged as %q, want %s", line, want)
+			}
+		})
+	}
+}
+
+// The loop records every plan (sample, and sample_step once per plan), every
+// re-score and every state-term evaluation; a stage the bundle or the
+// configuration does not have is not recorded. (The harness's gate writes
+// to the fake arm directly: command_write is the App's, TestEndToEndImagePolicy.)
+func TestLoopRecordsStages(t *testing.T) {
+	energyflow := withStateTerm(t, testBundle(t), 7)
+	cases := []struct {
+		name string
+		o    harnessOptions
+		want []Stage // recorded; every other stage is not
+	}{
+		{"re-score and state term", harnessOptions{bundle: energyflow, scorer: fakeScorer{}, state: &fakeStateTerm{}, watch: []string{"state_energy", "energy"}},
+			[]Stage{StageSample, StageSampleStep, StageRescore, StageStateTerm}},
+		{"plans alone", harnessOptions{bundle: testBundle(t)}, []Stage{StageSample, StageSampleStep}},
+		{"failing state term", harnessOptions{bundle: energyflow, state: &fakeStateTerm{fail: func(int) bool { return true }}, watch: []string{"state_energy"}},
+			[]Stage{StageSample, StageSampleStep}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLoopHarness(t, tc.o)
+			for range 30 {
+				h.step()
+			}
+			stages := h.l.d.Stages
+			for s := range numStages {
+				n := stages.Stats(s).Count
+				if slices.Contains(tc.want, s) != (n > 0) {
+					t.Errorf("%s recorded %d times, want it recorded: %v", s, n, slices.Contains(tc.want, s))
+				}
+			}
+			plans := h.l.Stats().Chunks
+			if n := stages.Stats(StageSample).Count; n < uint64(plans) || n != stages.Stats(StageSampleStep).Count {
+				t.Errorf("sample %d, sample_step %d times for %d committed plans: want one each per plan", n, stages.Stats(StageSampleStep).Count, plans)
 			}
 		})
 	}

@@ -185,6 +185,9 @@ func TestEndToEndStateEnergy(t *testing.T) {
 	if !strings.Contains(metrics, "energyflow_energy_threshold 1e+09") || strings.Contains(metrics, "energyflow_energy_score NaN") {
 		t.Errorf("metrics do not follow the watched state score:\n%.1500s", metrics)
 	}
+	if n := s.app.stages.Stats(StageStateTerm).Count; n == 0 || !strings.Contains(metrics, `energyflow_stage_latency_seconds_count{stage="state_term"}`) {
+		t.Errorf("state term timed %d times, or not in /metrics", n)
+	}
 }
 
 // A diffusion bundle with the state term, watched on it: the loop scores

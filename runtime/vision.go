@@ -42,6 +42,7 @@ type visionPipeline struct {
 	minGap time.Duration // frames closer than this to the last encoded one are skipped
 	maxAge time.Duration // a frame older than this before the observation is not used
 	last   time.Time
+	stages *StageTimes // records preprocess and encoder; nil: nothing
 
 	mu  sync.Mutex // guards out (Features' scratch)
 	out camera.Obs
@@ -55,7 +56,9 @@ const visionDepth = 32
 // newVisionPipeline opens the vision graph of image input obs on be.
 // minGap is typically half the control period (no point encoding frames
 // faster than the loop can use them); maxAge the camera watchdog's bound.
-func newVisionPipeline(b *engines.Bundle, be engines.Backend, obs int, minGap, maxAge time.Duration) (*visionPipeline, error) {
+// stages (nil: none) receives the preprocess and encoder time of every
+// encoded frame.
+func newVisionPipeline(b *engines.Bundle, be engines.Backend, obs int, minGap, maxAge time.Duration, stages *StageTimes) (*visionPipeline, error) {
 	o := b.Manifest.Obs[obs]
 	if o.Preprocess == nil {
 		return nil, fmt.Errorf("runtime: bundle image input %q has no preprocess block", o.Name)
@@ -79,7 +82,7 @@ func newVisionPipeline(b *engines.Bundle, be engines.Backend, obs int, minGap, m
 	}
 	return &visionPipeline{obs: obs, name: o.Name, camera: o.Camera, pre: pre, enc: enc,
 		tensor: make([]float32, enc.ImageSize()), feats: make([]float32, enc.Features()),
-		hist: camera.NewHistory(visionDepth, enc.Features()), minGap: minGap, maxAge: maxAge}, nil
+		hist: camera.NewHistory(visionDepth, enc.Features()), minGap: minGap, maxAge: maxAge, stages: stages}, nil
 }
 
 // Encode preprocesses and encodes one RGB frame captured at t (skipping it
@@ -95,12 +98,16 @@ func (v *visionPipeline) Encode(rgb *camera.RGB, t time.Time, seq uint64) (bool,
 	if h, w := v.pre.Spec().OutputSize(rgb.Width, rgb.Height); 3*h*w != len(v.tensor) {
 		return false, fmt.Errorf("runtime: camera frame %dx%d preprocesses to 3×%d×%d, but the vision graph of %q takes %d floats", rgb.Width, rgb.Height, h, w, v.name, len(v.tensor))
 	}
+	t0 := time.Now()
 	if err := v.pre.Apply(v.tensor, rgb); err != nil {
 		return false, fmt.Errorf("runtime: preprocess for %q: %w", v.name, err)
 	}
+	t1 := time.Now()
+	v.stages.Record(StagePreprocess, t1.Sub(t0))
 	if err := v.enc.Encode(v.tensor, v.feats); err != nil {
 		return false, err
 	}
+	v.stages.Since(StageEncoder, t1)
 	if err := v.hist.Push(t, seq, v.feats); err != nil {
 		return false, err
 	}

@@ -41,7 +41,7 @@ func openVisionPipeline(t *testing.T, minGap, maxAge time.Duration) *visionPipel
 	}
 	t.Cleanup(func() { be.Close() })
 	const camIdx = 1 // obs[1] is the camera
-	v, err := newVisionPipeline(b, be, camIdx, minGap, maxAge)
+	v, err := newVisionPipeline(b, be, camIdx, minGap, maxAge, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +263,24 @@ func TestEndToEndImagePolicy(t *testing.T) {
 		t.Fatalf("state %s, want RUNNING", st)
 	}
 	t.Logf("stats %+v", st)
+
+	// Every stage of the path was timed but the state term, which this
+	// bundle does not have; /metrics and the live view's stats carry them.
+	for stage := range numStages {
+		n := s.app.stages.Stats(stage).Count
+		if want := stage != StageStateTerm; (n > 0) != want {
+			t.Errorf("%s recorded %d times, want it recorded: %v", stage, n, want)
+		}
+	}
+	metrics := s.get(t, "/metrics")
+	for _, want := range []string{`energyflow_stage_latency_seconds_count{stage="camera_decode"}`, `energyflow_stage_latency_seconds_count{stage="command_write"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if stats := s.get(t, "/api/stats"); !strings.Contains(stats, `"stage":"encoder"`) || strings.Contains(stats, `"stage":"state_term"`) {
+		t.Errorf("/api/stats: %s", stats)
+	}
 }
 
 // TestCameraMustMatchTheBundle checks the refusals of a camera other than

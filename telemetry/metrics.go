@@ -22,6 +22,7 @@ type Metrics struct {
 	tickJitter    prometheus.Histogram
 	tickOverruns  prometheus.Counter
 	inference     prometheus.Histogram
+	stageLatency  *prometheus.HistogramVec
 	planLateP90   prometheus.Gauge
 	planLateLimit prometheus.Gauge
 	plansLate     prometheus.Gauge
@@ -87,6 +88,9 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 			Help: "Ticks that ended after the next tick's deadline."}),
 		inference: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inference_latency_seconds",
 			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
+		stageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "stage_latency_seconds",
+			Help:    "Latency of one stage of the control path: camera_decode, preprocess, encoder (per camera frame), sample, sample_step (per plan), rescore, state_term, command_write (per tick).",
+			Buckets: ms(0.00005, 16)}, []string{"stage"}),
 		planLateP90: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_p90_periods",
 			Help: "p90 of the recent plans' inference latency, in control periods (NaN until ten plans have finished)."}),
 		planLateLimit: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_limit_periods",
@@ -143,7 +147,7 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 	for _, end := range recoveryEnds {
 		m.recoveries.WithLabelValues(end) // present at 0 from the start, for alerts
 	}
-	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference,
+	m.reg.MustRegister(m.tickDuration, m.tickJitter, m.tickOverruns, m.inference, m.stageLatency,
 		m.planLateP90, m.planLateLimit, m.plansLate, m.lateSpells, m.energy, m.threshold, m.energyDist,
 		m.trips, m.recovering, m.recoveries, m.modbusRTT, m.modbusErrors, m.framesCaptured, m.framesEncoded, m.framesDropped, m.encodeDuration,
 		m.sendDelay, m.keyframes, m.viewers, m.dcDropped, m.authFailures,
@@ -174,6 +178,13 @@ func (m *Metrics) TickOverrun() { m.tickOverruns.Inc() }
 
 // ObserveInference records the latency of one policy inference.
 func (m *Metrics) ObserveInference(d time.Duration) { m.inference.Observe(d.Seconds()) }
+
+// ObserveStage records one run of a stage of the control path; stage is
+// a label from a small fixed set ("sample", "encoder", … as the runtime's
+// Stage names them). It allocates nothing.
+func (m *Metrics) ObserveStage(stage string, d time.Duration) {
+	m.stageLatency.WithLabelValues(stage).Observe(d.Seconds())
+}
 
 // ObservePlanLateness records, after a finished plan, the p90 of the
 // recent plans' latency in control periods (NaN: too few yet), the limit

@@ -37,6 +37,9 @@ type Options struct {
 	Metrics *Metrics
 	// ProcRoot is where /proc is found ("/" when empty); for tests.
 	ProcRoot string
+	// Stages, if set, gives the stage latencies the stats message carries
+	// (the page's "stages" row); nil: none.
+	Stages StageSource
 }
 
 // Server is the live view: HTTP page and API, WebRTC viewers, metrics.
@@ -55,6 +58,7 @@ type Server struct {
 	handler http.Handler
 
 	episodes EpisodeControl // nil: no episode control
+	stages   StageSource    // nil: no stage latencies
 
 	// Samples waiting for the broadcaster: a ring the control loop writes.
 	ringMu   sync.Mutex
@@ -111,7 +115,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		root = "/"
 	}
 	s := &Server{
-		cfg: cfg, tokens: tokens, ctrl: opts.Controller, episodes: opts.Episodes, gpu: g, log: log, metrics: m,
+		cfg: cfg, tokens: tokens, ctrl: opts.Controller, episodes: opts.Episodes, stages: opts.Stages, gpu: g, log: log, metrics: m,
 		ring:    make([]Sample, 256),
 		wake:    make(chan struct{}, 1),
 		viewers: make(map[uint64]*viewer),
@@ -326,6 +330,17 @@ type statsMessage struct {
 	GPUSource string      `json:"gpu_source"`
 	GPUError  string      `json:"gpu_error,omitempty"`
 	Video     videoStats  `json:"video"`
+	// Stages is absent without a StageSource or before any stage has run
+	// (and from older servers): pages that do not know it ignore it.
+	Stages []stageStats `json:"stages,omitempty"`
+}
+
+// stageStats is one stage's latency in the stats message, in ms.
+type stageStats struct {
+	Stage string  `json:"stage"`
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
 }
 
 type videoStats struct {
@@ -360,6 +375,11 @@ func (s *Server) readStats() statsMessage {
 	es := s.video.stats.snapshot(time.Now())
 	m.Video.EncodeMedian, m.Video.EncodeCPUMedian, m.Video.EncodedFrames = durMillis(es.MedianWall), durMillis(es.MedianCPU), es.Frames
 	m.Video.MeasuredFPS = es.FPS
+	if s.stages != nil {
+		for _, l := range s.stages.StageLatencies() {
+			m.Stages = append(m.Stages, stageStats{Stage: l.Stage, Count: l.Count, P50: durMillis(l.P50), P90: durMillis(l.P90)})
+		}
+	}
 	return m
 }
 

@@ -77,6 +77,25 @@ const (
 	MaxPlanSteps = 32
 )
 
+// StageLatency is the recent latency of one stage of the control path
+// (camera_decode, preprocess, encoder, sample, sample_step, rescore,
+// state_term, command_write: docs/telemetry.md, "Stage latency"): how many
+// times it ran, and the median and 90th percentile of its recent runs.
+type StageLatency struct {
+	Stage    string
+	Count    uint64
+	P50, P90 time.Duration
+}
+
+// StageSource gives the live view the control path's stage latencies
+// (Options.Stages); the runtime's StageTimes implements it. The server
+// calls it once per stats interval and per GET /api/stats, from its own
+// goroutines: it must be safe for concurrent use.
+type StageSource interface {
+	// StageLatencies returns the stages that have run, in pipeline order.
+	StageLatencies() []StageLatency
+}
+
 // Event is a safety event: a trip, a stop, a reset. Trace holds the
 // watched score's values that led to it (oldest first).
 type Event struct {

@@ -23,7 +23,12 @@ import (
 // "reset_block" is what a reset would be refused for ("" when it would
 // pass), "recovery" the recovery mode while RECOVERING ("" otherwise) and
 // "recovery_left" the seconds until it times out (null when not recovering).
-//	stats   {type, t, cpu:{…}, gpu:[…], gpu_source, gpu_error, video:{…}}
+//	stats   {type, t, cpu:{…}, gpu:[…], gpu_source, gpu_error, video:{…},
+//	         stages:[{stage, count, p50_ms, p90_ms}…]}
+//
+// "stages" (absent when the runtime gives none) are the control path's
+// stage latencies over their recent runs, in pipeline order (StageSource);
+// a page that does not know it ignores it.
 //
 // Non-finite numbers are sent as null.
 

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
 	"io"
 	"log/slog"
 	"math"
@@ -15,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/energyflow/edge/camera"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/trt"
 )
@@ -90,6 +95,11 @@ type benchReport struct {
 	// preprocessed frame, which the runtime runs per camera frame, outside
 	// the sample call.
 	Vision []visionBench `json:"vision,omitempty"`
+	// Stages are the control path's stages as the runtime records them
+	// (docs/telemetry.md, "Stage latency"), those bench can run: per image
+	// input camera_decode, preprocess and encoder of one frame, then
+	// sample (one sample call) and sample_step (sample / steps).
+	Stages []stageBench `json:"stages"`
 }
 
 // visionBench is the latency of one image input's vision graph.
@@ -101,35 +111,122 @@ type visionBench struct {
 	P99ms    float64 `json:"p99_ms"`
 }
 
-// benchVision times n encodes of a blank frame for every image input of b.
-func benchVision(b *engines.Bundle, be engines.Backend, n, warmup int) ([]visionBench, error) {
+// stageBench is one stage's latency: Obs names the image input of a
+// per-frame stage ("" for sample and sample_step), Detail what was timed.
+type stageBench struct {
+	Stage  string  `json:"stage"`
+	Obs    string  `json:"obs,omitempty"`
+	Detail string  `json:"detail"`
+	P50ms  float64 `json:"p50_ms"`
+	P90ms  float64 `json:"p90_ms"`
+}
+
+// newStageBench is the stage's entry for the durations d.
+func newStageBench(stage, obs, detail string, d []time.Duration) stageBench {
+	s := stageBench{Stage: stage, Obs: obs, Detail: detail}
+	s.P50ms, s.P90ms, _, _, _ = percentiles(d)
+	return s
+}
+
+// benchVision times, for every image input of b, n frames through the
+// runtime's camera path: decode of a synthetic JPEG of the input's camera
+// size (camera.ToRGB), the manifest's preprocessing and the vision graph.
+// It returns the vision graph's entry and the three stages per input.
+func benchVision(b *engines.Bundle, be engines.Backend, n, warmup int) ([]visionBench, []stageBench, error) {
 	var out []visionBench
+	var stages []stageBench
 	for _, o := range b.Manifest.Obs {
 		if o.Kind != engines.ObsImage {
 			continue
 		}
+		if o.Preprocess == nil {
+			return nil, nil, fmt.Errorf("bundle image input %q has no preprocess block", o.Name)
+		}
+		spec, err := camera.PreprocessFromSlices(o.Preprocess.Resize, o.Preprocess.Crop, o.Preprocess.ChannelOrder, o.Preprocess.Mean, o.Preprocess.Std)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundle image input %q: %w", o.Name, err)
+		}
+		pre, err := camera.NewPreprocessor(spec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundle image input %q: %w", o.Name, err)
+		}
+		w, h := frameSize(o)
+		frame, err := gradientJPEG(w, h)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundle image input %q: synthetic %d×%d frame: %w", o.Name, w, h, err)
+		}
 		enc, err := engines.NewVisionEncoder(b, be, o.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		if oh, ow := spec.OutputSize(w, h); 3*oh*ow != enc.ImageSize() {
+			enc.Close()
+			return nil, nil, fmt.Errorf("bundle image input %q: a %d×%d frame preprocesses to 3×%d×%d, but the vision graph takes %d floats", o.Name, w, h, oh, ow, enc.ImageSize())
+		}
+		var rgb camera.RGB
+		var dec camera.JPEGDecoder
 		img, feats := make([]float32, enc.ImageSize()), make([]float32, enc.Features())
-		lat := make([]time.Duration, 0, n)
+		decode, prep, lat := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 		for i := 0; i < warmup+n && err == nil; i++ {
 			t0 := time.Now()
+			if err = camera.ToRGB(&rgb, &frame, &dec, camera.RangeLimited); err != nil {
+				break
+			}
+			t1 := time.Now()
+			if err = pre.Apply(img, &rgb); err != nil {
+				break
+			}
+			t2 := time.Now()
 			err = enc.Encode(img, feats)
 			if i >= warmup {
-				lat = append(lat, time.Since(t0))
+				decode, prep, lat = append(decode, t1.Sub(t0)), append(prep, t2.Sub(t1)), append(lat, time.Since(t2))
 			}
 		}
 		enc.Close()
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("bundle image input %q: %w", o.Name, err)
 		}
 		v := visionBench{Obs: o.Name, Features: len(feats)}
 		v.P50ms, v.P90ms, v.P99ms, _, _ = percentiles(lat)
 		out = append(out, v)
+		oh, ow := spec.OutputSize(w, h)
+		stages = append(stages,
+			newStageBench("camera_decode", o.Name, fmt.Sprintf("%d×%d JPEG → RGB", w, h), decode),
+			newStageBench("preprocess", o.Name, fmt.Sprintf("→ 3×%d×%d", oh, ow), prep),
+			newStageBench("encoder", o.Name, fmt.Sprintf("vision graph, %d features", len(feats)), lat))
 	}
-	return out, nil
+	return out, stages, nil
+}
+
+// frameSize is the camera frame size of image input o: its camera's when
+// the manifest names one, else the size it is resized to, else its
+// graph's input size.
+func frameSize(o engines.ObsSpec) (w, h int) {
+	switch p := o.Preprocess; {
+	case o.Camera != nil && o.Camera.Width > 0 && o.Camera.Height > 0:
+		return o.Camera.Width, o.Camera.Height
+	case len(p.Resize) == 2 && p.Resize[0] > 0:
+		return p.Resize[1], p.Resize[0]
+	case len(o.Shape) == 3:
+		return o.Shape[2], o.Shape[1]
+	}
+	return 640, 480
+}
+
+// gradientJPEG is a w×h colour gradient as a JPEG camera frame (quality
+// 90, as a webcam's MJPEG).
+func gradientJPEG(w, h int) (camera.Frame, error) {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.SetRGBA(x, y, color.RGBA{R: uint8(255 * x / max(w-1, 1)), G: uint8(255 * y / max(h-1, 1)), B: uint8((x + y) % 256), A: 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
+		return camera.Frame{}, err
+	}
+	return camera.Frame{Format: camera.FormatJPEG, Width: w, Height: h, Data: buf.Bytes()}, nil
 }
 
 // cmdBench measures sampling latency of a bundle:
@@ -149,7 +246,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noRefs := fs.Bool("no-references", false, "skip the M reference energies (centered reward) in the final call")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame.\n\nflags:")
+		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame. A stage table gives p50/p90 of the stages the runtime records:\ncamera_decode (a synthetic JPEG of the camera's size), preprocess and encoder per frame,\nsample per sample call and sample_step = sample / steps.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -224,10 +321,17 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 		rep.References = 0
 	}
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs = percentiles(lat)
-	if rep.Vision, err = benchVision(b, be, *n, *warmup); err != nil {
+	if rep.Vision, rep.Stages, err = benchVision(b, be, *n, *warmup); err != nil {
 		fmt.Fprintf(env.stderr, "energyflow bench: %v\n", err)
 		return exitFailure
 	}
+	perStep := make([]time.Duration, len(lat))
+	for i, d := range lat {
+		perStep[i] = d / time.Duration(max(rep.Steps, 1))
+	}
+	rep.Stages = append(rep.Stages,
+		newStageBench("sample", "", fmt.Sprintf("one sample call, %d steps, batch %d", rep.Steps, rep.Batch), lat),
+		newStageBench("sample_step", "", fmt.Sprintf("sample / %d", rep.Steps), perStep))
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -250,6 +354,10 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	fmt.Fprintf(w, "allocs    %.2f per sample (%.0f B)\n", rep.AllocsPerCall, rep.BytesPerCall)
 	for _, v := range rep.Vision {
 		fmt.Fprintf(w, "vision    %q: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms per frame, %d features (runs per camera frame, outside the sample)\n", v.Obs, v.P50ms, v.P90ms, v.P99ms, v.Features)
+	}
+	fmt.Fprintf(w, "stages    %-14s %-10s %9s %9s  %s\n", "stage", "input", "p50 ms", "p90 ms", "what")
+	for _, s := range rep.Stages {
+		fmt.Fprintf(w, "          %-14s %-10s %9.3f %9.3f  %s\n", s.Stage, s.Obs, s.P50ms, s.P90ms, s.Detail)
 	}
 	return exitOK
 }

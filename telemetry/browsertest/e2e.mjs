@@ -99,6 +99,15 @@ async function e2e(browser) {
   result.datachannel = dc.counts;
   log('data channel:', JSON.stringify(dc.counts));
 
+  // The Machine panel shows the stats message's stage latencies on one row.
+  const stages = await poll(() => page.evaluate(() => {
+    const row = [...document.querySelectorAll('#stats tr')].find((r) => r.querySelector('th')?.textContent === 'stages (ms p50/p90)');
+    const text = row ? row.querySelector('td').textContent : '';
+    return { ok: text === 'decode 1.2/1.9 · sample 48/61 (2.4/step)', text };
+  }), 'the stages row', 5000);
+  result.stages = stages.text;
+  log('stages:', stages.text);
+
   // 4. The overlay is in the decoded video.
   const px = await poll(async () => {
     const r = await page.evaluate(readPixels, { probes: PROBES, stamp: STAMP });

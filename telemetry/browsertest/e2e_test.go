@@ -67,6 +67,18 @@ func randomToken(t *testing.T) string {
 	return fmt.Sprintf("%x", b)
 }
 
+// fixedStages gives the page's Machine panel a stages row: e2e.mjs expects
+// "decode 1.2/1.9 · sample 48/61 (2.4/step)".
+type fixedStages struct{}
+
+func (fixedStages) StageLatencies() []telemetry.StageLatency {
+	return []telemetry.StageLatency{
+		{Stage: "camera_decode", Count: 30, P50: 1200 * time.Microsecond, P90: 1900 * time.Microsecond},
+		{Stage: "sample", Count: 4, P50: 48 * time.Millisecond, P90: 61 * time.Millisecond},
+		{Stage: "sample_step", Count: 4, P50: 2400 * time.Microsecond, P90: 3050 * time.Microsecond},
+	}
+}
+
 type harness struct {
 	srv    *telemetry.Server
 	ctrl   *telemetrytest.FakeController
@@ -89,7 +101,7 @@ func startHarness(t *testing.T, w, h, fps int) *harness {
 	// out of distribution; a new episode re-arms it.
 	ctrl := &telemetrytest.FakeController{ResetErr: errRefused}
 	eps := &telemetrytest.FakeEpisodes{Controller: ctrl}
-	srv, err := telemetry.New(cfg, telemetry.Options{Controller: ctrl, Episodes: eps})
+	srv, err := telemetry.New(cfg, telemetry.Options{Controller: ctrl, Episodes: eps, Stages: fixedStages{}})
 	if err != nil {
 		t.Fatal(err)
 	}

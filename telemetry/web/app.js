@@ -266,6 +266,8 @@ function showStats(m) {
   }
   const v = m.video || {};
   rows.push(['video', v.width + '×' + v.height + ' @ ' + fmt(v.fps_measured, 1) + ' fps (limit ' + v.fps + '), encode ' + fmt(v.encode_ms_median, 1) + ' ms (CPU ' + fmt(v.encode_cpu_ms_median, 1) + ' ms), ' + v.viewers + ' viewer(s)']);
+  const st = stagesLine(m.stages);
+  if (st) rows.push(['stages (ms p50/p90)', st]);
   const tb = $('stats');
   tb.replaceChildren(...rows.map(([k, val]) => {
     const tr = document.createElement('tr');
@@ -273,6 +275,24 @@ function showStats(m) {
     const td = document.createElement('td'); td.textContent = val;
     tr.append(th, td); return tr;
   }));
+}
+
+// How the stages row names the control path's stages (the stats
+// message's "stages", in pipeline order); sample_step joins sample.
+const STAGE_NAMES = { camera_decode: 'decode', preprocess: 'preprocess', encoder: 'encoder', sample: 'sample',
+  rescore: 'rescore', state_term: 'state term', command_write: 'write' };
+
+// stagesLine is "decode 1.2/1.9 · … · sample 48/61 (2.4/step) · …", or ''
+// without stages (an older server, or nothing timed yet).
+function stagesLine(stages) {
+  if (!stages || !stages.length) return '';
+  const ms = (v) => fmt(v, v < 1 ? 2 : v < 10 ? 1 : 0);
+  const step = stages.find((x) => x.stage === 'sample_step');
+  return stages.filter((x) => x.stage !== 'sample_step' || !stages.some((y) => y.stage === 'sample')).map((x) => {
+    let t = (STAGE_NAMES[x.stage] || x.stage) + ' ' + ms(x.p50_ms) + '/' + ms(x.p90_ms);
+    if (x.stage === 'sample' && step) t += ' (' + ms(step.p50_ms) + '/step)';
+    return t;
+  }).join(' · ');
 }
 
 const gib = (b) => (b / (1 << 30)).toFixed(1);

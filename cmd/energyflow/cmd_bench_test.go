@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// bench's stage table: for an image bundle camera_decode, preprocess and
+// encoder per frame of each image input (a synthetic JPEG of the size the
+// input is resized from), then sample and sample_step; for a state-only
+// bundle the last two alone. In the text output and in --json.
+func TestBenchStages(t *testing.T) {
+	cases := []struct {
+		name   string
+		dir    string
+		want   []string // stage/obs, in order
+		detail map[string]string
+	}{
+		{"image bundle", filepath.Join("..", "..", "runtime", "testdata", "simarm-vision-bundle"),
+			[]string{"camera_decode/camera", "preprocess/camera", "encoder/camera", "sample/", "sample_step/"},
+			map[string]string{"camera_decode": "40×40 JPEG → RGB", "preprocess": "→ 3×32×32", "encoder": "vision graph, 32 features", "sample_step": "sample / 3"}},
+		{"state-only bundle", writeTestBundle(t), []string{"sample/", "sample_step/"}, map[string]string{"sample": "one sample call, 3 steps, batch 1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := realMain([]string{"bench", "--bundle", tc.dir, "--steps", "3", "--n", "5", "--warmup", "1", "--threads", "1", "--json"}, &out, &errb); code != exitOK {
+				t.Fatalf("bench exit %d: %s", code, errb.String())
+			}
+			var rep benchReport
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("json report %q: %v", out.String(), err)
+			}
+			var got []string
+			for _, s := range rep.Stages {
+				got = append(got, s.Stage+"/"+s.Obs)
+				if s.P90ms < s.P50ms {
+					t.Errorf("%s: p90 %v below p50 %v", s.Stage, s.P90ms, s.P50ms)
+				}
+				if d, ok := tc.detail[s.Stage]; ok && s.Detail != d {
+					t.Errorf("%s: detail %q, want %q", s.Stage, s.Detail, d)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("stages %v, want %v", got, tc.want)
+			}
+
+			out.Reset()
+			if code := realMain([]string{"bench", "--bundle", tc.dir, "--steps", "3", "--n", "5", "--warmup", "1", "--threads", "1"}, &out, &errb); code != exitOK {
+				t.Fatalf("bench exit %d: %s", code, errb.String())
+			}
+			if !strings.Contains(out.String(), "stages    stage ") {
+				t.Errorf("no stage table:\n%s", out.String())
+			}
+			for _, w := range tc.want {
+				stage, obs, _ := strings.Cut(w, "/")
+				line := "          " + stage + strings.Repeat(" ", 15-len(stage)) + obs
+				if !strings.Contains(out.String(), line) {
+					t.Errorf("stage table lacks %q:\n%s", line, out.String())
+				}
+			}
+		})
+	}
+}
