@@ -12,8 +12,10 @@
 #                         [--out DIR] [-- extra energyflow sim flags]
 #
 # Defaults: --task button-press --minutes 30 --busy 0, --out build/watch/TASK.
-# Writes DIR/sim.{out,err}, DIR/browser.{out,err}, DIR/summary.json and
-# prints the summary. Exits 1 with a one-line error when a step fails.
+# Writes DIR/sim.{out,err}, DIR/browser.{out,err}, DIR/summary.json (with the
+# runtime's per-stage latencies over its last 512 of each, from /api/stats at
+# the end of the watch: docs/telemetry.md, "Stage latency") and prints the
+# summary. Exits 1 with a one-line error when a step fails.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -61,6 +63,7 @@ started=$(date -u +%Y-%m-%dT%H:%M:%S)
 EF_URL=${url%%#*} EF_TOKEN=${url#*#token=} EF_WATCH_MS=$((watch_s * 1000)) EF_LEVEL_CHECK=$check \
 EF_SCREENSHOT="$out/end.png" node telemetry/browsertest/watch.mjs >"$out/browser.out" 2>"$out/browser.err" \
   || die "$(grep -m1 '^FAIL: ' "$out/browser.err" || tail -n 1 "$out/browser.err") (see $out/browser.err)"
+curl -sf -H "Authorization: Bearer ${url#*#token=}" "$(b=${url%%#*}; echo "${b%/}")/api/stats" >"$out/stats.json" || echo '{}' >"$out/stats.json"
 kill -INT "$demo" 2>/dev/null || true
 wait "$demo" 2>/dev/null || true
 .venv/bin/python - "$out" "$task" "$minutes" "$busy" "$started" <<'PY'
@@ -82,12 +85,15 @@ for line in open(f"{out}/sim.err"):
         stops.append({"time": f["time"], "tick": int(f["tick"]), "reason": f["reason"], "message": f.get("message", "")})
 watched = [s for s in stops if not check_at or s["time"] < check_at]
 n, k = len(episodes), sum(episodes)
-summary = {"task": task, "minutes": minutes, "busy_loops": busy, "viewer": browser,
+stages = json.load(open(f"{out}/stats.json")).get("stages", [])
+summary = {"task": task, "minutes": minutes, "busy_loops": busy, "viewer": browser, "stages": stages,
            "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": [round(v, 3) for v in wilson(k, n)],
            "stops_while_watched": len(watched), "stops": stops}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(f"{task}: {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "
       f"{k}/{n} level-0 episodes succeeded {summary['success_ci95']}, {len(watched)} stops while watched at level 0")
+if stages:
+    print("  stages (ms p50/p90): " + " · ".join(f"{s['stage']} {s['p50_ms']:.3g}/{s['p90_ms']:.3g}" for s in stages))
 for s in stops:
     when = "level check" if s not in watched else "watched"
     print(f"  stop ({when}) at tick {s['tick']} ({s['time']}): {s['reason']}: {s['message'][:140]}")
