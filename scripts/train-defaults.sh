@@ -44,7 +44,12 @@
 # score matching.
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
-#                                              the shipped one: STEPS=6000, about 45 min)
+#                                              superseded, on the branch baselines: STEPS=6000)
+# The camera bundles (docs/camera-policy.md; seeds fixed, about 1.5 h a task):
+#   POLICY=camera STEPS=8000 scripts/train-defaults.sh button-press drawer-open
+#   POLICY=camera LABEL=grasp STEPS=8000 scripts/train-defaults.sh hammer
+#   POLICY=camera-dp STEPS=8000 scripts/train-defaults.sh button-press   (its Diffusion
+#                                              Policy baseline on the same localiser, after it)
 #
 # Demonstrations: 200 scripted episodes per task (seeds 0-199, 10 steps kept
 # after success, goal observable: docs/sim.md, "The data protocol").
