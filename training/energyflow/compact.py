@@ -44,7 +44,7 @@ class CompactError(RuntimeError):
 def to_float16(model: "onnx.ModelProto", min_elements: int = MIN_ELEMENTS) -> int:  # noqa: F821
     """Rewrite ``model`` in place; returns how many initializers were converted."""
     import onnx  # heavy optional dependency: only the export path needs it
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper  # heavy optional dependency, as above
 
     g = model.graph
     graph_inputs = {i.name for i in g.input}
