@@ -73,18 +73,18 @@ type App struct {
 	cam     camera.SourceCloser
 	// viewCam is the live view's own video (telemetry.video.url); nil: the
 	// live view shows cam's frames.
-	viewCam  camera.SourceCloser
-	viewCfg  camera.Config // viewCam's, to reconnect when a viewer returns
-	camTime  atomic.Int64  // unix nanos of the newest frame
-	camMoved atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
-	vision   visionSet     // one pipeline per image input; nil for a state-only bundle
-	stages   StageTimes    // the control path's stage latencies (camera reader, vision, loop, gate's writes)
-	tel      *telemetry.Server
-	telLn    net.Listener
-	loop     *Loop
-	rec      *recorder
-	wg       sync.WaitGroup
-	closers  []func() error
+	viewCam    camera.SourceCloser
+	viewCfg    camera.Config // viewCam's, to reconnect when a viewer returns
+	camTime    atomic.Int64  // unix nanos of the newest frame
+	camChanged atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
+	vision     visionSet     // one pipeline per image input; nil for a state-only bundle
+	stages     StageTimes    // the control path's stage latencies (camera reader, vision, loop, gate's writes)
+	tel        *telemetry.Server
+	telLn      net.Listener
+	loop       *Loop
+	rec        *recorder
+	wg         sync.WaitGroup
+	closers    []func() error
 }
 
 // NewApp loads the bundle, connects the arm, opens the camera and the live
@@ -269,7 +269,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		}
 		if a.vision != nil {
 			deps.CameraChanged = func() time.Time {
-				if n := a.camMoved.Load(); n != 0 {
+				if n := a.camChanged.Load(); n != 0 {
 					return time.Unix(0, n)
 				}
 				return time.Time{}
@@ -672,7 +672,7 @@ func (a *App) cameraLoop(ctx context.Context) {
 		a.stages.Since(StageCameraDecode, t0)
 		if !bytes.Equal(prev, rgb.Pix) {
 			prev = append(prev[:0], rgb.Pix...)
-			a.camMoved.Store(f.Time.UnixNano())
+			a.camChanged.Store(f.Time.UnixNano())
 		}
 		ok := true
 		for _, v := range a.vision {

@@ -374,6 +374,28 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	// checkBounds checks a pair of per-axis position bounds (soft limits,
+	// the tracking box): one finite entry per axis each, lower below upper.
+	checkBounds := func(loKey, hiKey string, lo, hi []float64, need string) {
+		for _, kv := range []struct {
+			key string
+			v   []float64
+		}{{loKey, lo}, {hiKey, hi}} {
+			if len(kv.v) != axes {
+				bad(kv.key, "has %d entries, limits.max_velocity has %d — %s", len(kv.v), axes, need)
+			}
+			for i, x := range kv.v {
+				if !isFinite(x) {
+					bad(fmt.Sprintf("%s[%d]", kv.key, i), "must be finite, got %v", x)
+				}
+			}
+		}
+		for i := 0; i < len(lo) && i < len(hi); i++ {
+			if isFinite(lo[i]) && isFinite(hi[i]) && !(lo[i] < hi[i]) {
+				bad(fmt.Sprintf("%s[%d]", loKey, i), "%v is not below %s[%d]=%v", lo[i], hiKey, i, hi[i])
+			}
+		}
+	}
 	checkAxes("limits.max_velocity", l.MaxVelocity, true)
 	checkAxes("limits.max_acceleration", l.MaxAcceleration, true)
 	checkAxes("limits.max_jerk", l.MaxJerk, true)
@@ -382,25 +404,9 @@ func (c *Config) Validate() error {
 		bad("limits.max_jerk", "needs limits.max_acceleration")
 	}
 	if n := len(l.SoftLower) + len(l.SoftUpper) + len(l.KPosition); n > 0 {
-		for _, kv := range []struct {
-			key string
-			v   []float64
-		}{{"limits.soft_lower", l.SoftLower}, {"limits.soft_upper", l.SoftUpper}} {
-			if len(kv.v) != axes {
-				bad(kv.key, "has %d entries, limits.max_velocity has %d — soft limits need soft_lower, soft_upper and k_position for every axis", len(kv.v), axes)
-			}
-			for i, x := range kv.v {
-				if !isFinite(x) {
-					bad(fmt.Sprintf("%s[%d]", kv.key, i), "must be finite, got %v", x)
-				}
-			}
-		}
+		checkBounds("limits.soft_lower", "limits.soft_upper", l.SoftLower, l.SoftUpper,
+			"soft limits need soft_lower, soft_upper and k_position for every axis")
 		checkAxes("limits.k_position", l.KPosition, false)
-		for i := 0; i < len(l.SoftLower) && i < len(l.SoftUpper); i++ {
-			if !(l.SoftLower[i] < l.SoftUpper[i]) {
-				bad(fmt.Sprintf("limits.soft_lower[%d]", i), "%v is not below limits.soft_upper[%d]=%v", l.SoftLower[i], i, l.SoftUpper[i])
-			}
-		}
 	}
 	g := l.Gripper
 	if !isFinite(g.Min) || !isFinite(g.Max) || !(g.Min <= g.Max) {
@@ -480,24 +486,8 @@ func (c *Config) Validate() error {
 	}
 	checkAxes("tracking.scale", tr.Scale, true)
 	if len(tr.Lower)+len(tr.Upper) > 0 {
-		for _, kv := range []struct {
-			key string
-			v   []float64
-		}{{"tracking.lower", tr.Lower}, {"tracking.upper", tr.Upper}} {
-			if len(kv.v) != axes {
-				bad(kv.key, "has %d entries, limits.max_velocity has %d — give tracking.lower and tracking.upper for every axis, or neither", len(kv.v), axes)
-			}
-			for i, x := range kv.v {
-				if !isFinite(x) {
-					bad(fmt.Sprintf("%s[%d]", kv.key, i), "must be finite, got %v", x)
-				}
-			}
-		}
-		for i := 0; i < len(tr.Lower) && i < len(tr.Upper); i++ {
-			if isFinite(tr.Lower[i]) && isFinite(tr.Upper[i]) && !(tr.Lower[i] < tr.Upper[i]) {
-				bad(fmt.Sprintf("tracking.lower[%d]", i), "%v is not below tracking.upper[%d]=%v", tr.Lower[i], i, tr.Upper[i])
-			}
-		}
+		checkBounds("tracking.lower", "tracking.upper", tr.Lower, tr.Upper,
+			"give tracking.lower and tracking.upper for every axis, or neither")
 	}
 	return errors.Join(errs...)
 }

@@ -74,6 +74,17 @@ cd "$root"
 tasks=("$@"); [ ${#tasks[@]} -gt 0 ] || tasks=(button-press)
 py=.venv/bin/python
 mkdir -p build/demos build/runs bundles
+# default_steps BUNDLE K: the bundle's default Euler steps (manifest sampler.steps) become K.
+default_steps() {
+  $py - "$1/manifest.json" "$2" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["sampler"]["steps"] = int(sys.argv[2])
+with open(sys.argv[1], "w") as f:
+    json.dump(m, f, indent=1)
+    f.write("\n")
+PY
+}
 policy=${POLICY:-energyflow}
 steps=${STEPS:-12000}
 read -r -a width <<< "${WIDTH:-32 64 128}"
@@ -133,14 +144,7 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
     # float16 weights (energyflow.compact: half the bytes, float32 arithmetic), before calibrating
     (cd training && ../$py -m energyflow.compact --bundle "../bundles/$name")
     if [ ${#k[@]} -gt 0 ]; then
-      $py - "bundles/$name/manifest.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["sampler"]["steps"] = 10
-with open(sys.argv[1], "w") as f:
-    json.dump(m, f, indent=1)
-    f.write("\n")
-PY
+      default_steps "bundles/$name" 10
     fi
     if [ "$policy" = camera ]; then
       # the stop watches the state score, calibrated on the policy's own level-0 driving:
@@ -213,14 +217,7 @@ for task in "${tasks[@]}"; do
       # and they run at K = 10 by default: at K = 20 the plan (~90 ms on this CPU) lands after
       # the 50 ms control period and they grasp in 28-34 of 50 episodes, at K = 10 in 45-50
       # (research/notes/evaluation-log.md, "EnergyFlow (denoiser head) and LeRobot on the grasping tasks")
-      $py - "bundles/$name/manifest.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-m["sampler"]["steps"] = 10
-with open(sys.argv[1], "w") as f:
-    json.dump(m, f, indent=1)
-    f.write("\n")
-PY
+      default_steps "bundles/$name" 10
       ;;
     esac
   fi

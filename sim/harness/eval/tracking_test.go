@@ -2,18 +2,12 @@ package eval
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/energyflow/edge/actuators"
-	"github.com/energyflow/edge/actuators/simarm"
 	"github.com/energyflow/edge/safety"
-	"github.com/energyflow/edge/sim/harness"
-	"github.com/energyflow/edge/sim/harness/harnesstest"
 )
 
 // The tracking stop end to end, through the real runtime against the Go
@@ -27,14 +21,7 @@ import (
 // per second with scale 1: the simulator integrates rad/s into rad at
 // once.
 func TestTrackingStopEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the runtime on ONNX Runtime against the simulated arm")
-	}
-	root := harnesstest.ModuleRoot(t)
-	m, err := actuators.LoadMap(filepath.Join(root, "examples", "maps", "simarm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, m := simarmMap(t)
 	const maxDelay = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name  string
@@ -48,12 +35,7 @@ func TestTrackingStopEndToEnd(t *testing.T) {
 		{"clean", 0, false, safety.KindNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			arm, err := simarm.New(simarm.Config{Map: m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer arm.Close()
-			cfg := simarmConfig(t, root, arm.Addr())
+			arm, cfg := startSimarm(t, root, m)
 			cfg.Safety.Tracking.Enabled = true
 			w := &fakeWorld{}
 			var mu sync.Mutex
@@ -78,14 +60,7 @@ func TestTrackingStopEndToEnd(t *testing.T) {
 				w.done.Store(true)
 			}
 			scores := &onRunning{f: func() { go scenario() }}
-			o := &Options{Flags: harness.Flags{Rate: cfg.Loop.RateHz}, MaxSteps: 500}
-			var log bytes.Buffer
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			r, err := o.drive(ctx, harness.Output{Stdout: &log, Stderr: &log}, cfg, w, Result{Episode: 0, Seed: 1}, scores)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, log := driveSimarm(t, cfg, w, scores)
 			st := r.Stop()
 			if st.Kind != tc.want {
 				t.Fatalf("ended %s, stop %v (%s); want %v\nlog:\n%s", r.End, st.Kind, st.Message, tc.want, log.String())

@@ -52,14 +52,7 @@ func (w *onRunning) Write(p []byte) (int, error) {
 // without a stop, and the runtime's own stop at the end is expected: no
 // warning in the log.
 func TestTypedStopEndsTheEpisode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the runtime on ONNX Runtime against the simulated arm")
-	}
-	root := harnesstest.ModuleRoot(t)
-	m, err := actuators.LoadMap(filepath.Join(root, "examples", "maps", "simarm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, m := simarmMap(t)
 	for _, tc := range []struct {
 		name string
 		end  func(arm *simarm.Arm, w *fakeWorld) // once the gate is armed
@@ -70,23 +63,10 @@ func TestTypedStopEndsTheEpisode(t *testing.T) {
 		{"the world's episode is done", func(_ *simarm.Arm, w *fakeWorld) { w.done.Store(true) }, "truncated", safety.KindNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			arm, err := simarm.New(simarm.Config{Map: m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer arm.Close()
-			cfg := simarmConfig(t, root, arm.Addr())
+			arm, cfg := startSimarm(t, root, m)
 			w := &fakeWorld{}
-			scores := &onRunning{f: func() { tc.end(arm, w) }}
-			o := &Options{Flags: harness.Flags{Rate: cfg.Loop.RateHz}, MaxSteps: 500}
-			var log bytes.Buffer
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
 			start := time.Now()
-			r, err := o.drive(ctx, harness.Output{Stdout: &log, Stderr: &log}, cfg, w, Result{Episode: 0, Seed: 1}, scores)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, log := driveSimarm(t, cfg, w, &onRunning{f: func() { tc.end(arm, w) }})
 			st := r.Stop()
 			t.Logf("ended %s after %v: stop %+v", r.End, time.Since(start).Round(time.Millisecond), st)
 			if r.End != tc.want || st.Kind != tc.kind {
@@ -106,6 +86,48 @@ func TestTypedStopEndsTheEpisode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// simarmMap skips in -short mode (these tests run the runtime on ONNX
+// Runtime) and returns the repository and the simulated arm's register map.
+func simarmMap(t *testing.T) (string, *actuators.Map) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the runtime on ONNX Runtime against the simulated arm")
+	}
+	root := harnesstest.ModuleRoot(t)
+	m, err := actuators.LoadMap(filepath.Join(root, "examples", "maps", "simarm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, m
+}
+
+// startSimarm starts a Go simulated arm (closed when the test ends) and
+// returns it with the runtime configuration that drives it (simarmConfig).
+func startSimarm(t *testing.T, root string, m *actuators.Map) (*simarm.Arm, *runtime.Config) {
+	t.Helper()
+	arm, err := simarm.New(simarm.Config{Map: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { arm.Close() })
+	return arm, simarmConfig(t, root, arm.Addr())
+}
+
+// driveSimarm drives one episode of cfg against the world w, within two
+// minutes, and returns its result and the runtime's log.
+func driveSimarm(t *testing.T, cfg *runtime.Config, w *fakeWorld, scores *onRunning) (Result, *bytes.Buffer) {
+	t.Helper()
+	o := &Options{Flags: harness.Flags{Rate: cfg.Loop.RateHz}, MaxSteps: 500}
+	var log bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := o.drive(ctx, harness.Output{Stdout: &log, Stderr: &log}, cfg, w, Result{Episode: 0, Seed: 1}, scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, &log
 }
 
 // simarmConfig is a runtime configuration for the runtime's test bundle
