@@ -389,7 +389,7 @@ func (l *Loop) episodeTick(now time.Time) (hold bool) {
 	select {
 	case <-l.switching.resume:
 		l.switching = nil
-		l.obs.clear()
+		l.obs.clear(now)
 		l.chunk.Clear()
 		l.havePred = false
 		l.lastGrip = 0 // as at start-up: the new scene starts from the gripper command 0 (a held one would close it on nothing)

@@ -23,7 +23,8 @@ type stateObs struct {
 	frames  []engines.ObsFrame
 	newest  time.Time
 	horizon int
-	pad     bool // the next push fills every slot (after clear)
+	pad     bool      // the next push fills every slot (after clear)
+	since   time.Time // frames captured before it show an earlier scene (clear)
 
 	images ImageSource // nil: the bundle has no image input
 	imgIdx []int       // indices of the image entries in the manifest's obs list
@@ -96,8 +97,15 @@ func fieldOf(s *actuators.State, f string) []float64 {
 }
 
 // push appends the observation of s. Allocation-free (the gripper field
-// is read without building a slice).
+// is read without building a slice). After clear, a bundle with image
+// inputs starts its history only once every camera has a frame of the new
+// scene (captured at or after clear's since, at or before s.Time): until
+// then push drops s, so no observation pairs the new scene's arm state
+// with the old scene's image.
 func (so *stateObs) push(s *actuators.State) {
+	if so.pad && !so.since.IsZero() && !so.sceneVisible(s.Time) {
+		return
+	}
 	slot := so.ring[so.n%so.horizon]
 	k := 0
 	for _, f := range so.fields {
@@ -126,8 +134,22 @@ func (so *stateObs) push(s *actuators.State) {
 // clear forgets every observation: the next push fills the whole history
 // with its observation (an episode's start, as the demonstrations' windows
 // and the state term's training pad it), so a new episode's scene shares
-// nothing with the last and the history is ready at once.
-func (so *stateObs) clear() { so.n, so.pad = 0, true }
+// nothing with the last and the history is ready at once. since is when
+// the scene was replaced: camera frames captured before it are not used
+// again (the camera's newest frame may still show the old scene when the
+// arm is first read in the new one).
+func (so *stateObs) clear(since time.Time) { so.n, so.pad, so.since = 0, true, since }
+
+// sceneVisible reports whether every image input has a usable frame
+// captured between since and t.
+func (so *stateObs) sceneVisible(t time.Time) bool {
+	for k, obs := range so.imgIdx {
+		if so.images.Features(obs, t, so.since, so.imgBuf[0][k]) != nil {
+			return false
+		}
+	}
+	return true
+}
 
 // ready reports whether T_o observations have been pushed.
 func (so *stateObs) ready() bool { return so.n >= so.horizon }
@@ -145,7 +167,7 @@ func (so *stateObs) history() ([]engines.ObsFrame, error) {
 		so.frames[i][so.obsIdx] = so.ring[idx]
 		for k, obs := range so.imgIdx {
 			buf := so.imgBuf[i][k]
-			if err := so.images.Features(obs, so.times[idx], buf); err != nil {
+			if err := so.images.Features(obs, so.times[idx], so.since, buf); err != nil {
 				return nil, err
 			}
 			so.frames[i][obs] = buf

@@ -17,9 +17,11 @@ type ImageSource interface {
 	// Features writes into dst the features of image input obs (an index
 	// into Manifest.Obs) computed from the newest frame captured at or
 	// before t: the frame the robot could have seen when its arm state was
-	// read at t. It fails when there is no such frame, or when that frame
-	// is older than the source's maximum age.
-	Features(obs int, t time.Time, dst []float32) error
+	// read at t. It fails when there is no such frame, when that frame is
+	// older than the source's maximum age, or when it was captured before
+	// since (zero: no bound): a frame of an earlier scene, after a new
+	// episode replaced it.
+	Features(obs int, t, since time.Time, dst []float32) error
 }
 
 // errNoImage is returned while no usable frame exists for an observation time.
@@ -119,7 +121,7 @@ func (v *visionPipeline) Encode(rgb *camera.RGB, t time.Time, seq uint64) (bool,
 func (v *visionPipeline) Reset() { v.hist.Reset() }
 
 // features implements ImageSource for this pipeline's input.
-func (v *visionPipeline) features(t time.Time, dst []float32) error {
+func (v *visionPipeline) features(t, since time.Time, dst []float32) error {
 	if len(dst) != len(v.feats) {
 		return fmt.Errorf("runtime: image %q: feature buffer of %d floats, expected %d", v.name, len(dst), len(v.feats))
 	}
@@ -130,6 +132,9 @@ func (v *visionPipeline) features(t time.Time, dst []float32) error {
 	}
 	if age := t.Sub(v.out.Time); v.maxAge > 0 && age > v.maxAge {
 		return fmt.Errorf("runtime: image %q: %w within %v of the observation (newest usable is %v older)", v.name, errNoImage, v.maxAge, age.Round(time.Millisecond))
+	}
+	if v.out.Time.Before(since) {
+		return fmt.Errorf("runtime: image %q: %w of the new scene yet (the newest was captured %v before it was replaced)", v.name, errNoImage, since.Sub(v.out.Time).Round(time.Millisecond))
 	}
 	copy(dst, v.out.Tensor)
 	return nil
@@ -142,10 +147,10 @@ func (v *visionPipeline) Close() error { return v.enc.Close() }
 type visionSet []*visionPipeline
 
 // Features implements ImageSource.
-func (s visionSet) Features(obs int, t time.Time, dst []float32) error {
+func (s visionSet) Features(obs int, t, since time.Time, dst []float32) error {
 	for _, v := range s {
 		if v.obs == obs {
-			return v.features(t, dst)
+			return v.features(t, since, dst)
 		}
 	}
 	return fmt.Errorf("runtime: observation %d is not an image input", obs)

@@ -116,7 +116,7 @@ func TestVisionPipeline(t *testing.T) {
 		{"newest too old", times[2].Add(201 * time.Millisecond), -1, "within 200ms"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := vs.Features(camIdx, c.at, got)
+			err := vs.Features(camIdx, c.at, time.Time{}, got)
 			if c.frame < 0 {
 				if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, errNoImage) {
 					t.Fatalf("err = %v, want one containing %q", err, c.err)
@@ -131,11 +131,11 @@ func TestVisionPipeline(t *testing.T) {
 			}
 		})
 	}
-	if err := vs.Features(0, t0, got); err == nil {
+	if err := vs.Features(0, t0, time.Time{}, got); err == nil {
 		t.Fatal("features of the state input: want an error")
 	}
 	v.Reset()
-	if err := vs.Features(camIdx, times[2], got); !errors.Is(err, errNoImage) {
+	if err := vs.Features(camIdx, times[2], time.Time{}, got); !errors.Is(err, errNoImage) {
 		t.Fatalf("after Reset: err = %v, want no frame", err)
 	}
 }
@@ -144,7 +144,7 @@ func TestVisionPipeline(t *testing.T) {
 // they were asked for (milliseconds), to check the pairing.
 type fakeImages struct{ width int }
 
-func (f fakeImages) Features(obs int, at time.Time, dst []float32) error {
+func (f fakeImages) Features(obs int, at, since time.Time, dst []float32) error {
 	if len(dst) != f.width {
 		return errors.New("wrong width")
 	}
@@ -200,6 +200,87 @@ func TestObsHistoryPairsImagesWithStates(t *testing.T) {
 	}
 	if buf[15] != 5050 || buf[len(buf)-1] != 5100 {
 		t.Fatalf("cond carries %v and %v, want the features of both samples", buf[15], buf[len(buf)-1])
+	}
+}
+
+// cameraFrames is an ImageSource with frames captured at fixed times:
+// the features of a frame are its capture time in milliseconds.
+type cameraFrames struct {
+	width int
+	at    []time.Time // capture times, oldest first
+}
+
+func (c *cameraFrames) Features(obs int, t, since time.Time, dst []float32) error {
+	for i := len(c.at) - 1; i >= 0; i-- {
+		if c.at[i].After(t) {
+			continue
+		}
+		if c.at[i].Before(since) {
+			return errNoImage
+		}
+		for k := range dst {
+			dst[k] = float32(c.at[i].UnixMilli() % 100000)
+		}
+		return nil
+	}
+	return errNoImage
+}
+
+// TestNewSceneWaitsForItsFrame checks that after a new episode (clear) the
+// history starts only with a frame captured after the scene was replaced:
+// the first arm state of the new scene is never paired with the camera's
+// frame of the old one, which showed the old object's place to the first
+// plan (the demo's ButtonPress camera bundle went for the previous
+// episode's button and tripped the state term 1.3 s in).
+func TestNewSceneWaitsForItsFrame(t *testing.T) {
+	b, err := engines.LoadBundle(visionBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []string{"position", "velocity", "gripper"}
+	probe := &actuators.State{Position: make([]float64, 7), Velocity: make([]float64, 7)}
+	t0 := time.UnixMilli(5000)
+	ms := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Millisecond) }
+	cam := &cameraFrames{width: 32, at: []time.Time{ms(0), ms(100)}}
+	so, err := newStateObs(&b.Manifest, fields, probe, cam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(d int) {
+		s := *probe
+		s.Time = ms(d)
+		so.push(&s)
+	}
+	push(50)
+	push(150)
+	if !so.ready() {
+		t.Fatal("not ready after T_o pushes")
+	}
+	so.clear(ms(200)) // the scene was replaced at 200 ms
+	push(210)         // the newest frame (100 ms) shows the old scene
+	if so.ready() {
+		t.Fatal("ready with only the old scene's frame")
+	}
+	if _, err := so.history(); err == nil {
+		t.Fatal("history after clear with no new frame: want an error")
+	}
+	cam.at = append(cam.at, ms(250)) // the new scene's first frame
+	push(240)                        // read before that frame: still waiting
+	if so.ready() {
+		t.Fatal("ready from a state read before the new scene's first frame")
+	}
+	push(260)
+	if !so.ready() {
+		t.Fatal("not ready once the new scene's frame came")
+	}
+	h, err := so.history()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range h {
+		if f := h[step][1][0]; f != 5250 {
+			t.Fatalf("step %d: features of the frame at %v ms, want the new scene's (5250)", step, f)
+		}
 	}
 }
 
