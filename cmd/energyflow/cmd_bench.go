@@ -98,7 +98,8 @@ type benchReport struct {
 	// Stages are the control path's stages as the runtime records them
 	// (docs/telemetry.md, "Stage latency"), those bench can run: per image
 	// input camera_decode, preprocess and encoder of one frame, then
-	// sample (one sample call) and sample_step (sample / steps).
+	// sample (one sample call) and sample_step (sample / steps), then
+	// rescore (a policy with an energy) and state_term (a bundle with one).
 	Stages []stageBench `json:"stages"`
 }
 
@@ -198,6 +199,63 @@ func benchVision(b *engines.Bundle, be engines.Backend, n, warmup int) ([]vision
 	return out, stages, nil
 }
 
+// benchScores times the two scores the runtime computes every tick beside
+// the sample, as it computes them: rescore, the committed chunk's energies
+// under the newest observation on a batch-1 sampler of its own (Score; with
+// the state term when the bundle has one, as the runtime's re-scoring
+// sampler runs it), and state_term, the state graph alone on the loop's
+// observation (StateTerm.Energy). A policy without an energy has no
+// rescore, a bundle without a state term no state_term.
+func benchScores(b *engines.Bundle, be engines.Backend, opts engines.SamplerOptions, cond, actions []float32, n, warmup int) ([]stageBench, error) {
+	var out []stageBench
+	time1 := func(f func() error) ([]time.Duration, error) {
+		d := make([]time.Duration, 0, n)
+		for i := 0; i < warmup+n; i++ {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return nil, err
+			}
+			if i >= warmup {
+				d = append(d, time.Since(t0))
+			}
+		}
+		return d, nil
+	}
+	opts.Batch = 1
+	sc, err := engines.NewSampler(b, be, opts)
+	if err != nil {
+		return nil, fmt.Errorf("re-scoring sampler: %w", err)
+	}
+	defer sc.Close()
+	if sc.HasEnergy() {
+		d, err := time1(func() error { _, err := sc.Score(actions, cond); return err })
+		if err != nil {
+			return nil, fmt.Errorf("rescore: %w", err)
+		}
+		what := fmt.Sprintf("the committed chunk's energy at γ and %d reference energies", len(b.Manifest.ReferenceActions))
+		if opts.NoReferences {
+			what = "the committed chunk's energy at γ"
+		}
+		if b.Manifest.HasStateEnergy() {
+			what += ", and the state term"
+		}
+		out = append(out, newStageBench("rescore", "", what, d))
+	}
+	if b.Manifest.HasStateEnergy() {
+		st, err := engines.NewStateTerm(b, be)
+		if err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		d, err := time1(func() error { _, err := st.Energy(cond); return err })
+		if err != nil {
+			return nil, fmt.Errorf("state term: %w", err)
+		}
+		out = append(out, newStageBench("state_term", "", "the state graph on the newest observation", d))
+	}
+	return out, nil
+}
+
 // frameSize is the camera frame size of image input o: its camera's when
 // the manifest names one, else the size it is resized to, else its
 // graph's input size.
@@ -246,7 +304,7 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noRefs := fs.Bool("no-references", false, "skip the M reference energies (centered reward) in the final call")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame. A stage table gives p50/p90 of the stages the runtime records:\ncamera_decode (a synthetic JPEG of the camera's size), preprocess and encoder per frame,\nsample per sample call and sample_step = sample / steps.\n\nflags:")
+		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame. A stage table gives p50/p90 of the stages the runtime records:\ncamera_decode (a synthetic JPEG of the camera's size), preprocess and encoder per frame,\nsample per sample call and sample_step = sample / steps, rescore (the committed chunk's\nenergies, as the runtime re-scores it every tick) and state_term (the state graph).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -332,6 +390,13 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	rep.Stages = append(rep.Stages,
 		newStageBench("sample", "", fmt.Sprintf("one sample call, %d steps, batch %d", rep.Steps, rep.Batch), lat),
 		newStageBench("sample_step", "", fmt.Sprintf("sample / %d", rep.Steps), perStep))
+	scoreStages, err := benchScores(b, be, engines.SamplerOptions{Steps: *steps, Seed: *seed, NoReferences: *noRefs, Logger: log},
+		cond[:b.Manifest.CondDim], res[0].Actions, *n, *warmup)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "energyflow bench: %v\n", err)
+		return exitFailure
+	}
+	rep.Stages = append(rep.Stages, scoreStages...)
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")

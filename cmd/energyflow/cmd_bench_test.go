@@ -10,8 +10,9 @@ import (
 
 // bench's stage table: for an image bundle camera_decode, preprocess and
 // encoder per frame of each image input (a synthetic JPEG of the size the
-// input is resized from), then sample and sample_step; for a state-only
-// bundle the last two alone. In the text output and in --json.
+// input is resized from), then sample and sample_step, then rescore for a
+// policy with an energy and state_term for a bundle with a state term. In
+// the text output and in --json.
 func TestBenchStages(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -20,9 +21,13 @@ func TestBenchStages(t *testing.T) {
 		detail map[string]string
 	}{
 		{"image bundle", filepath.Join("..", "..", "runtime", "testdata", "simarm-vision-bundle"),
-			[]string{"camera_decode/camera", "preprocess/camera", "encoder/camera", "sample/", "sample_step/"},
-			map[string]string{"camera_decode": "40×40 JPEG → RGB", "preprocess": "→ 3×32×32", "encoder": "vision graph, 32 features", "sample_step": "sample / 3"}},
-		{"state-only bundle", writeTestBundle(t), []string{"sample/", "sample_step/"}, map[string]string{"sample": "one sample call, 3 steps, batch 1"}},
+			[]string{"camera_decode/camera", "preprocess/camera", "encoder/camera", "sample/", "sample_step/", "rescore/"},
+			map[string]string{"camera_decode": "40×40 JPEG → RGB", "preprocess": "→ 3×32×32", "encoder": "vision graph, 32 features", "sample_step": "sample / 3",
+				"rescore": "the committed chunk's energy at γ and 16 reference energies"}},
+		{"state-only bundle", writeTestBundle(t), []string{"sample/", "sample_step/", "rescore/"}, map[string]string{"sample": "one sample call, 3 steps, batch 1"}},
+		{"bundle with a state term", filepath.Join("..", "..", "engines", "testdata", "parity-state", "bundle"),
+			[]string{"sample/", "sample_step/", "rescore/", "state_term/"},
+			map[string]string{"rescore": "the committed chunk's energy at γ and 16 reference energies, and the state term", "state_term": "the state graph on the newest observation"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
