@@ -86,11 +86,12 @@ for line in open(f"{out}/sim.err"):
 watched = [s for s in stops if not check_at or s["time"] < check_at]
 n, k = len(episodes), sum(episodes)
 stages = json.load(open(f"{out}/stats.json")).get("stages", [])
-summary = {"task": task, "minutes": minutes, "busy_loops": busy, "viewer": browser, "stages": stages,
+bundle = next((l.split()[1].rstrip(",") for l in open(f"{out}/sim.out") if l.startswith("policy: ")), None)
+summary = {"task": task, "bundle": bundle, "minutes": minutes, "busy_loops": busy, "viewer": browser, "stages": stages,
            "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": [round(v, 3) for v in wilson(k, n)],
            "stops_while_watched": len(watched), "stops": stops}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
-print(f"{task}: {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "
+print(f"{task} ({bundle}): {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "
       f"{k}/{n} level-0 episodes succeeded {summary['success_ci95']}, {len(watched)} stops while watched at level 0")
 if stages:
     print("  stages (ms p50/p90): " + " · ".join(f"{s['stage']} {s['p50_ms']:.3g}/{s['p90_ms']:.3g}" for s in stages))

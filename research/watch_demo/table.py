@@ -21,12 +21,14 @@ def row(s: dict) -> str:
         check.append(f"L stopped after {v['level_L']['stopped_after_s']:.1f} s")
     if "level_0_again" in v:
         check.append(f"moving again {v['level_0_again']['moving_after_s']:.1f} s after the click")
-    return (f"| {s['task']} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
+    # the bundle, where the summary names it (runs before it did used the task's state bundle)
+    bundle = s.get("bundle") or f"metaworld-{s['task']}"
+    return (f"| {bundle} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
             f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {'; '.join(check) or '–'} |")
 
 
 def table(paths: Sequence[Path]) -> List[str]:
-    out = ["| task | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
+    out = ["| bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
            "|---|---|---|---|---|---|"]
     for p in paths:
         out.append(row(json.loads(Path(p).read_text())))

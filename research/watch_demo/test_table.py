@@ -13,6 +13,16 @@ def test_table_row_from_a_summary(tmp_path):
     p = tmp_path / "bp.json"
     p.write_text(json.dumps(s))
     head, rule, r = table([p])
-    assert head.startswith("| task |") and rule.startswith("|---")
-    assert "| button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
+    assert head.startswith("| bundle |") and rule.startswith("|---")
+    assert "| metaworld-button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
     assert "L stopped after 1.1 s; moving again 1.2 s after the click" in r
+
+
+def test_table_names_the_bundle_the_demo_ran(tmp_path):
+    s = {"task": "button-press", "bundle": "metaworld-button-press-camera", "minutes": 30, "busy_loops": 0,
+         "viewer": {"frames_decoded": 14000, "fps": 7.8},
+         "episodes_level0": 270, "successes": 270, "success_ci95": [0.986, 1.0],
+         "stops_while_watched": 0, "stops": []}
+    p = tmp_path / "cam.json"
+    p.write_text(json.dumps(s))
+    assert table([p])[2].startswith("| metaworld-button-press-camera | 30 min, 0 busy loops |")

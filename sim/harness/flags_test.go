@@ -82,3 +82,40 @@ func TestPrepareNamesAnotherTasksBundle(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultBundle: the demo (CameraFirst) acts from the camera on the
+// tasks whose camera bundle passed it, and the evaluation keeps the state
+// bundle; --bundle always wins. Prepare also takes the camera the bundle
+// was trained on.
+func TestDefaultBundle(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		name        string
+		task        string
+		cameraFirst bool
+		bundle      string
+		want        string // bundle folder under root
+		wantCamera  string
+	}{
+		{"evaluation", "button-press", false, "", "bundles/metaworld-button-press", "corner2"},
+		{"demo", "button-press", true, "", "bundles/metaworld-button-press-camera", "topview"},
+		{"demo, task without a camera bundle that passed", "drawer-open", true, "", "bundles/metaworld-drawer-open", "corner2"},
+		{"demo, --bundle", "button-press", true, "bundles/metaworld-button-press", "bundles/metaworld-button-press", "corner2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := harness.Flags{Task: tc.task, Level: "0", Rate: 10, Camera: "96x96", CameraFirst: tc.cameraFirst}
+			if tc.bundle != "" {
+				f.Bundle = filepath.Join(root, tc.bundle)
+			}
+			if err := f.Prepare(root); err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(root, tc.want); f.BundleDir != want {
+				t.Errorf("bundle %s, want %s", f.BundleDir, want)
+			}
+			if f.CameraName != tc.wantCamera {
+				t.Errorf("camera %q, want %q", f.CameraName, tc.wantCamera)
+			}
+		})
+	}
+}

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/energyflow/edge/runtime"
@@ -23,8 +26,10 @@ type Options struct {
 	Realtime   bool          // the simulator on its own clock instead of one step per tick
 }
 
-// Register defines the demo's flags on fs.
+// Register defines the demo's flags on fs. The demo acts from the camera
+// where a camera bundle has passed it (harness.Flags.CameraFirst).
 func (o *Options) Register(fs *flag.FlagSet) {
+	o.CameraFirst = true
 	o.Flags.Register(fs)
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the live view")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
@@ -63,6 +68,7 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 		return nil, err
 	}
 	fmt.Fprintf(out.Stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", o.Task, o.Level, b.Modbus, b.HTTP)
+	fmt.Fprintf(out.Stdout, "policy: %s, %s\n", filepath.Base(o.BundleDir), actsOn(o.State, o.CameraName))
 	if b.View != "" {
 		fmt.Fprintf(out.Stdout, "live view video: %s (%dx%d)\n", b.View, harness.ViewWidth, harness.ViewHeight)
 	}
@@ -72,6 +78,16 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 		d.soak = newSoakMeter(int(cfg.Loop.RateHz*o.Duration.Seconds()) + 16)
 	}
 	return d, nil
+}
+
+// actsOn says what a policy with robot.state fields acts on: the arm's own
+// state and the camera, or the simulator's full observation (which holds
+// the objects' positions, as no real arm controller does).
+func actsOn(state []string, cameraName string) string {
+	if slices.Contains(state, "observation") {
+		return "acting on the simulator's 39-wide state (it holds the objects' positions: a simulation-only policy)"
+	}
+	return fmt.Sprintf("acting from the %s camera and the arm's %s, as on a real robot", cameraName, strings.Join(state, " and "))
 }
 
 // Config is the runtime configuration for the demo.
