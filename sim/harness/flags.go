@@ -18,12 +18,6 @@ import (
 const (
 	DefaultTask   = "button-press"
 	DefaultBundle = "bundles/metaworld-button-press" // relative to the repository
-	// cameraDemoTasks are the tasks whose demo (`energyflow sim`, Flags.Camera
-	// first) acts from the camera by default, with bundles/metaworld-TASK-camera:
-	// those whose camera bundle met its level-0 target and ran the watched
-	// demo without a false stop (docs/evaluation.md). The others, and the
-	// evaluation and calibration commands, default to the task's state bundle.
-	cameraDemoTasks = "button-press"
 	// MapFile is the bridge arm's register map, relative to the repository.
 	MapFile = "examples/maps/metaworld.yaml"
 )
@@ -70,10 +64,6 @@ type Flags struct {
 	// FrozenMotion is the frozen-camera check's motion (--camera-frozen-motion,
 	// m; 0: off): safety watchdog.camera_frozen_motion for bundles with an image.
 	FrozenMotion float64
-	// CameraFirst makes the default bundle the task's camera bundle where
-	// one has passed the demo (cameraDemoTasks): the demo sets it before
-	// Register. Without it the default is the task's state bundle.
-	CameraFirst bool
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -88,11 +78,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Task, "task", DefaultTask, "Meta-World task: "+ListOf(simTasks))
 	fs.StringVar(&f.Level, "level", "0", "out-of-distribution level: "+ListOf(simLevels))
-	def := "the shipped bundle for the task, " + DefaultBundle
-	if f.CameraFirst {
-		def = "the task's camera bundle where it has passed the demo (" + ListOf(cameraDemoTasks) + ": bundles/metaworld-TASK-camera), else its state bundle, bundles/metaworld-TASK"
-	}
-	fs.StringVar(&f.Bundle, "bundle", "", "engine bundle (default: "+def+")")
+	fs.StringVar(&f.Bundle, "bundle", "", "engine bundle (default: the shipped bundle for the task, "+DefaultBundle+")")
 	fs.IntVar(&f.Seed, "seed", 0, "episode seed")
 	fs.IntVar(&f.Steps, "steps", 0, "Euler steps K (0: the bundle's default)")
 	fs.Float64Var(&f.Rate, "rate", 10, "control rate in Hz")
@@ -222,14 +208,10 @@ func (f *Flags) Prepare(root string) error {
 	return nil
 }
 
-// resolveBundle is --bundle, or the shipped bundle of the task: with
-// CameraFirst, its camera bundle for the tasks in cameraDemoTasks.
+// resolveBundle is --bundle, or the shipped bundle of the task.
 func (f *Flags) resolveBundle(root string) string {
 	if f.Bundle != "" {
 		return f.Bundle
-	}
-	if f.CameraFirst && slices.Contains(strings.Fields(cameraDemoTasks), f.Task) {
-		return filepath.Join(root, "bundles", "metaworld-"+f.Task+"-camera")
 	}
 	return filepath.Join(root, "bundles", "metaworld-"+f.Task)
 }

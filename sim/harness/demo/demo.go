@@ -26,10 +26,8 @@ type Options struct {
 	Realtime   bool          // the simulator on its own clock instead of one step per tick
 }
 
-// Register defines the demo's flags on fs. The demo acts from the camera
-// where a camera bundle has passed it (harness.Flags.CameraFirst).
+// Register defines the demo's flags on fs.
 func (o *Options) Register(fs *flag.FlagSet) {
-	o.CameraFirst = true
 	o.Flags.Register(fs)
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8080", "address of the live view")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
