@@ -130,7 +130,7 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
         --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
         "${extra[@]}")
     k=()
-    # K = 10 on the grasping tasks, as below, and on ButtonPress: the demo's bundle, whose camera
+    # K = 10 on the grasping tasks, as below, and on ButtonPress: at the demo's 10 Hz its camera
     # decode + preprocess + encoder + sample p90 fits the 100 ms period with a viewer only at K = 10
     case "$task" in assembly|bin-picking|hammer|button-press) k=(--steps 10) ;; esac
     if [ "$policy" = camera ]; then
@@ -149,8 +149,8 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       default_steps "bundles/$name" 10
     fi
     if [ "$policy" = camera ] && [ "$task" = button-press ]; then
-      # the demo's bundle: its stop certified for one false stop an hour of level-0 driving at the
-      # demo's 10 Hz and K = 10 (about 550 episodes; the shipped calibration was fitted on the same
+      # its stop certified for one false stop an hour of level-0 driving at the demo's 10 Hz
+      # and K = 10 (about 550 episodes; the shipped calibration was fitted on the same
       # driving recorded in two lanes, seeds 60000+ and 70000+: research/camera/hours)
       ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --trips-per-hour 1 \
         --seed 60000 --rate 10 "${k[@]}" --json "$run/calibrate.json"

@@ -72,6 +72,8 @@ type Flags struct {
 	// on, when that is not --task: a bundle of another task usually never
 	// arms, its state score refusing the scene.
 	CalibratedOn string
+	// Images reports whether the bundle takes camera images.
+	Images bool
 }
 
 // Register defines the flags on fs.
@@ -193,6 +195,7 @@ func (f *Flags) Prepare(root string) error {
 			f.CalibratedOn = cl.Task
 		}
 	}
+	f.Images = err == nil && slices.ContainsFunc(m.Obs, func(o engines.ObsSpec) bool { return o.Kind == engines.ObsImage })
 	if err == nil && f.CameraName == "" {
 		// the camera is part of the bundle: render the one it was trained on, at its size
 		for _, o := range m.Obs {

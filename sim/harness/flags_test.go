@@ -95,10 +95,11 @@ func TestDefaultBundle(t *testing.T) {
 		bundle     string
 		want       string // bundle folder under root
 		wantCamera string
+		wantImages bool
 	}{
-		{"default", "button-press", "", "bundles/metaworld-button-press", "corner2"},
-		{"another task", "drawer-open", "", "bundles/metaworld-drawer-open", "corner2"},
-		{"--bundle, a camera bundle", "button-press", "bundles/metaworld-button-press-camera", "bundles/metaworld-button-press-camera", "topview"},
+		{"default", "button-press", "", "bundles/metaworld-button-press", "corner2", false},
+		{"another task", "drawer-open", "", "bundles/metaworld-drawer-open", "corner2", false},
+		{"--bundle, a camera bundle", "button-press", "bundles/metaworld-button-press-camera", "bundles/metaworld-button-press-camera", "topview", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := harness.Flags{Task: tc.task, Level: "0", Rate: 10, Camera: "96x96"}
@@ -113,6 +114,9 @@ func TestDefaultBundle(t *testing.T) {
 			}
 			if f.CameraName != tc.wantCamera {
 				t.Errorf("camera %q, want %q", f.CameraName, tc.wantCamera)
+			}
+			if f.Images != tc.wantImages {
+				t.Errorf("Images %v, want %v", f.Images, tc.wantImages)
 			}
 		})
 	}

@@ -175,3 +175,20 @@ func TestLevelSwitch(t *testing.T) {
 		t.Fatalf("after level L now: %+v, want level L, step 0, seed 11 at once", ep)
 	}
 }
+
+// TestActsOn: the demo's "policy:" line says what the bundle acts on.
+func TestActsOn(t *testing.T) {
+	for _, tc := range []struct {
+		state  []string
+		images bool
+		want   string
+	}{
+		{[]string{"observation"}, false, "39-wide state"},
+		{[]string{"position", "gripper"}, true, "from the topview camera and the arm's position and gripper"},
+		{[]string{"position", "gripper"}, false, "the arm's position and gripper alone (no camera"},
+	} {
+		if got := actsOn(tc.state, tc.images, "topview"); !strings.Contains(got, tc.want) {
+			t.Errorf("actsOn(%v, %v) = %q, want it to contain %q", tc.state, tc.images, got, tc.want)
+		}
+	}
+}

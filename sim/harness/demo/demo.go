@@ -66,7 +66,7 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 		return nil, err
 	}
 	fmt.Fprintf(out.Stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", o.Task, o.Level, b.Modbus, b.HTTP)
-	fmt.Fprintf(out.Stdout, "policy: %s, %s\n", filepath.Base(o.BundleDir), actsOn(o.State, o.CameraName))
+	fmt.Fprintf(out.Stdout, "policy: %s, %s\n", filepath.Base(o.BundleDir), actsOn(o.State, o.Images, o.CameraName))
 	if b.View != "" {
 		fmt.Fprintf(out.Stdout, "live view video: %s (%dx%d)\n", b.View, harness.ViewWidth, harness.ViewHeight)
 	}
@@ -78,14 +78,18 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 	return d, nil
 }
 
-// actsOn says what a policy with robot.state fields acts on: the arm's own
-// state and the camera, or the simulator's full observation (which holds
-// the objects' positions, as no real arm controller does).
-func actsOn(state []string, cameraName string) string {
-	if slices.Contains(state, "observation") {
+// actsOn says what a policy acts on: the simulator's full observation
+// (which holds the objects' positions, as no real arm controller does), or
+// the arm's own state fields, with the camera when it takes images.
+func actsOn(state []string, images bool, cameraName string) string {
+	switch {
+	case slices.Contains(state, "observation"):
 		return "acting on the simulator's 39-wide state (it holds the objects' positions: a simulation-only policy)"
+	case images:
+		return fmt.Sprintf("acting from the %s camera and the arm's %s, as on a real robot", cameraName, strings.Join(state, " and "))
+	default:
+		return fmt.Sprintf("acting on the arm's %s alone (no camera, no object positions)", strings.Join(state, " and "))
 	}
-	return fmt.Sprintf("acting from the %s camera and the arm's %s, as on a real robot", cameraName, strings.Join(state, " and "))
 }
 
 // Config is the runtime configuration for the demo.
