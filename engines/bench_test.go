@@ -180,3 +180,37 @@ func BenchmarkStateEnergy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSampleGuided times one plan unguided and under a real-time
+// chunking guide of each mode (weight 1 on 3 actions, decaying over 8), so
+// that the guide's cost per plan reads as the difference.
+func BenchmarkSampleGuided(b *testing.B) {
+	bun := benchBundle(b)
+	m := &bun.Manifest
+	be, err := engines.NewORT(engines.ORTOptions{IntraOpThreads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	s, err := engines.NewSampler(bun, be, engines.SamplerOptions{NoReferences: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cond := benchCond(m.CondDim)
+	var res engines.Result
+	if err := s.Sample(cond, &res); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []engines.GuideMode{engines.GuideOff, engines.GuideNoisy, engines.GuideDenoised} {
+		g := &engines.Guide{Mode: mode, Strength: 1, Actions: append([]float32(nil), res.Actions...), Weights: make([]float32, m.PredHorizon)}
+		engines.ChunkWeights(g.Weights, m.ObsHorizon-1, 3, 11)
+		b.Run(fmt.Sprintf("K=%d/%v", s.Steps(), mode), func(b *testing.B) {
+			for b.Loop() {
+				if err := s.SampleGuided(cond, g, &res); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

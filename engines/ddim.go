@@ -68,6 +68,9 @@ func (s *Sampler) runDDIM(cond, z []float32) error {
 			return fmt.Errorf("engines: DDIM step %d of %d (t=%v): %w", j, len(s.ddim), st.t, err)
 		}
 		ddimUpdate(x, eps, st, s.clip)
+		if s.guiding {
+			s.inpaint(x, z, st)
+		}
 	}
 	copy(s.a, x)
 	return nil

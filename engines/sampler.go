@@ -144,7 +144,14 @@ type Sampler struct {
 	m            int // reference actions used (0 with NoReferences)
 	sched        Schedule
 	ts, scales   []float32
+	sig2         []float32 // σ(t_k)² per Euler step (a guide's denoised estimate)
+	kappa        float32   // κ = Δt·ln(σ_max/σ_min)/T = c_k/σ_k² (Guide)
 	mean, std    []float32 // action_norm
+
+	// guide is SampleGuided's standardized guide; guiding is set for the
+	// duration of a guided sample.
+	guide   guideState
+	guiding bool
 
 	// Diffusion (policy "diffusion"): the DDIM steps of the current S, the
 	// clip bound (0: none) and the error Score returns.
@@ -305,10 +312,16 @@ func (s *Sampler) SetSteps(k int) error {
 		return fmt.Errorf("engines: sampler steps %d, expected K ≥ 1", k)
 	}
 	if cap(s.ts) < k {
-		s.ts, s.scales = make([]float32, k), make([]float32, k)
+		s.ts, s.scales, s.sig2 = make([]float32, k), make([]float32, k), make([]float32, k)
 	}
-	s.ts, s.scales = s.ts[:k], s.scales[:k]
+	s.ts, s.scales, s.sig2 = s.ts[:k], s.scales[:k], s.sig2[:k]
 	s.sched.Steps(s.ts, s.scales)
+	dt := (s.sched.T - s.sched.Gamma) / float64(k)
+	s.kappa = float32(dt * math.Log(s.sched.SigmaMax/s.sched.SigmaMin) / s.sched.T)
+	for i := range s.sig2 {
+		sg := s.sched.Sigma(s.sched.T - float64(float64(i)*dt))
+		s.sig2[i] = float32(sg * sg)
+	}
 	s.steps = k
 	return nil
 }
@@ -432,6 +445,10 @@ func (s *Sampler) run(cond, z []float32) error {
 				return fmt.Errorf("engines: Euler step %d of %d: %w", k, s.steps, err)
 			}
 			scale := s.scales[k]
+			if s.guiding {
+				s.guidedEuler(a, grad, scale, s.sig2[k])
+				continue
+			}
 			for i, g := range grad {
 				// The explicit conversion rounds the product first: the Go
 				// spec then forbids fusing it into a multiply-add (arm64),

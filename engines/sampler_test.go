@@ -11,13 +11,7 @@ import (
 // refSample is an independent float64 implementation of Algorithm 2 for the
 // analytic energy: the test's ground truth.
 func refSample(m *engines.Manifest, cond, z []float64, k int) (actions []float64, energy, refMean float64) {
-	w := enginestest.Weights(len(cond), len(z))
-	mu := make([]float64, len(z))
-	for j := range mu {
-		for i, c := range cond {
-			mu[j] += c * float64(w[i][j])
-		}
-	}
+	mu := quadMean(cond, len(z))
 	sc := m.Schedule
 	a := make([]float64, len(z))
 	for i := range a {
@@ -56,6 +50,18 @@ func refSample(m *engines.Manifest, cond, z []float64, k int) (actions []float64
 		actions[i] = a[i]*float64(m.ActionNorm.Std[i%da]) + float64(m.ActionNorm.Mean[i%da])
 	}
 	return actions, energy, refMean
+}
+
+// quadMean is the analytic energy's minimum mu = cond·W (n values).
+func quadMean(cond []float64, n int) []float64 {
+	w := enginestest.Weights(len(cond), n)
+	mu := make([]float64, n)
+	for j := range mu {
+		for i, c := range cond {
+			mu[j] += c * float64(w[i][j])
+		}
+	}
+	return mu
 }
 
 func testInputs(seed int) (cond, z []float32) {

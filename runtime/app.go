@@ -847,6 +847,11 @@ func (s delayedSampler) Sample(cond []float32, dst *engines.Result) error {
 	return s.PolicySampler.Sample(cond, dst)
 }
 
+func (s delayedSampler) SampleGuided(cond []float32, g *engines.Guide, dst *engines.Result) error {
+	time.Sleep(s.d)
+	return s.PolicySampler.SampleGuided(cond, g, dst)
+}
+
 func (c controller) Recover(ctx context.Context, actor, mode string) error {
 	m, ok := safety.ParseRecoveryMode(mode)
 	if !ok {

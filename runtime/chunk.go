@@ -17,6 +17,7 @@ type Chunk struct {
 	win     int // the executed window: actions [0, win); the tail is [win, n)
 	next    int // first action not yet executed or dropped
 	bridged int // tail actions executed since the chunk was filled
+	taken   int // actions executed since the chunk was filled
 	// ObsTime is the capture time of the observation the chunk was sampled from.
 	ObsTime time.Time
 	// Seq numbers chunks in the order they were committed.
@@ -50,12 +51,20 @@ func (c *Chunk) Fill(pred []float32, start, count, tail int, obsTime time.Time, 
 		}
 		c.due[i] = obsTime.Add(time.Duration(i) * period)
 	}
-	c.n, c.next, c.bridged, c.ObsTime, c.Seq = count, 0, 0, obsTime, seq
+	c.n, c.next, c.bridged, c.taken, c.ObsTime, c.Seq = count, 0, 0, 0, obsTime, seq
 }
 
 // Clear drops every remaining action (a new episode: the plan belongs to
 // the previous scene).
-func (c *Chunk) Clear() { c.n, c.win, c.next, c.bridged = 0, 0, 0, 0 }
+func (c *Chunk) Clear() { c.n, c.win, c.next, c.bridged, c.taken = 0, 0, 0, 0, 0 }
+
+// Last returns the index, from the executed window's start, of the action
+// Take returned last (−1 before any).
+func (c *Chunk) Last() int { return c.next - 1 }
+
+// Taken returns how many actions have been executed since Fill: 1 right
+// after the chunk's first action was taken.
+func (c *Chunk) Taken() int { return c.taken }
 
 // Len returns how many actions of the executed window remain: the loop
 // replans on it; the tail does not count.
@@ -84,6 +93,7 @@ func (c *Chunk) Take(now time.Time, period time.Duration) (action []float64, dro
 			return nil, dropped, false
 		}
 		c.next++
+		c.taken++
 		if i >= c.win {
 			c.bridged++
 		}
@@ -95,3 +105,32 @@ func (c *Chunk) Take(now time.Time, period time.Duration) (action []float64, dro
 // Remaining returns the not-yet-executed actions, tail included, as a flat
 // slice (owned by the chunk).
 func (c *Chunk) Remaining() []float64 { return c.actions[c.next*c.dim : c.n*c.dim] }
+
+// Committed copies the actions still to run, tail included, that are due at
+// from, from+period, … into dst (rows of the chunk's width, as float32):
+// row first+i holds the action due at from + (first+i)·period. It returns
+// first (the rows before it have no committed action: the chunk starts
+// later) and n, the number of rows filled; n is 0 when nothing is due at or
+// after from, or dst has no row past first.
+func (c *Chunk) Committed(from time.Time, period time.Duration, dst []float32) (first, n int) {
+	half := period / 2
+	k := c.next
+	for k < c.n && from.Sub(c.due[k]) > half {
+		k++
+	}
+	if k >= c.n {
+		return 0, 0
+	}
+	ahead := c.due[k].Sub(from)
+	first = int((ahead + half) / period)
+	rows := len(dst) / c.dim
+	for i := first; i < rows && k < c.n; i, k = i+1, k+1 {
+		src := c.actions[k*c.dim : (k+1)*c.dim]
+		row := dst[i*c.dim : (i+1)*c.dim]
+		for j, v := range src {
+			row[j] = float32(v)
+		}
+		n++
+	}
+	return first, n
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/energyflow/edge/actuators"
 	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/safety"
 	"github.com/energyflow/edge/telemetry"
 )
@@ -100,10 +101,39 @@ type LoopConfig struct {
 	// and a restart the demonstrations never show, which the state term's
 	// transition component reads as motion the arm did not make.
 	Bridge string `yaml:"bridge"`
+	// Chunking is real-time chunking: each plan sampled with the actions
+	// the arm executes meanwhile held (engines.Guide).
+	Chunking ChunkingConfig `yaml:"realtime_chunking"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
 	MaxTicks int64 `yaml:"max_ticks"`
+}
+
+// ChunkingConfig is loop.realtime_chunking: while the arm executes the
+// committed chunk, the next plan is sampled with the actions that run
+// during its inference held, so that chunks join without a jump
+// (engines.Guide; docs/engines.md, "Real-time chunking").
+type ChunkingConfig struct {
+	// Mode is "off" (default), "noisy" (the quadratic term on the noisy
+	// actions) or "denoised" (on the denoised estimate). A diffusion bundle
+	// inpaints in either mode.
+	Mode string `yaml:"mode"`
+	// Strength is the term's weight against the energy's (engines.Guide):
+	// with mode denoised the fraction of the denoised estimate replaced by
+	// the held action, in (0, 1]; with mode noisy any finite value above 0
+	// (a held action settles at (â + strength·c)/(1 + strength)). Default 1.
+	Strength float64 `yaml:"strength"`
+	// Soft is how many actions after the held ones get decaying weights:
+	// −1 (default) the whole rest of the overlap, as Physical
+	// Intelligence's real-time chunking does; 0 none (the held actions
+	// alone); N the next N. Past them the plan follows its own
+	// observation.
+	Soft int `yaml:"soft"`
+	// Delay is how many actions of the committed chunk certainly run
+	// before a plan lands (weight 1); 0 (default): the periods the
+	// measured inference latency spans, at least 1. At most T_a.
+	Delay int `yaml:"delay"`
 }
 
 // RecordingConfig controls episode recording in HDF5.
@@ -128,7 +158,7 @@ func DefaultConfig() Config {
 		Policy:    PolicyConfig{Backend: "ort"},
 		Safety:    safety.DefaultConfig(),
 		Telemetry: TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
-		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2, Bridge: BridgeTail},
+		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2, Bridge: BridgeTail, Chunking: ChunkingConfig{Mode: "off", Strength: 1, Soft: -1}},
 		Recording: RecordingConfig{Dir: "~/.local/share/energyflow/recordings", MaxSteps: 1000},
 		Log:       LogConfig{Level: "info", Format: "text"},
 	}
@@ -233,6 +263,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Loop.Bridge != BridgeTail && c.Loop.Bridge != BridgeHold {
 		add("loop", fmt.Errorf("bridge: %q: want %q or %q", c.Loop.Bridge, BridgeTail, BridgeHold))
+	}
+	if m, err := engines.ParseGuideMode(c.Loop.Chunking.Mode); err != nil {
+		add("loop", fmt.Errorf("realtime_chunking.mode: %q: want off, noisy or denoised", c.Loop.Chunking.Mode))
+	} else if err := engines.CheckStrength(m, c.Loop.Chunking.Strength); err != nil {
+		add("loop", fmt.Errorf("realtime_chunking.%w", err))
+	}
+	if c.Loop.Chunking.Soft < -1 {
+		add("loop", fmt.Errorf("realtime_chunking.soft: %d: want -1 (the whole overlap), 0 or more", c.Loop.Chunking.Soft))
+	}
+	if c.Loop.Chunking.Delay < 0 {
+		add("loop", fmt.Errorf("realtime_chunking.delay: %d is negative", c.Loop.Chunking.Delay))
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

@@ -68,6 +68,12 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 			[]string{"config.yaml:8: policy.backend", "config.yaml:9: policy.steps", "config.yaml:16: loop.rate_hz", "config.yaml:18: log.level"}},
 		{"live view url", strings.Replace(minimal, "telemetry:\n  enabled: false\n", "telemetry:\n  enabled: true\n  video:\n    url: rtsp://127.0.0.1/view\n", 1),
 			[]string{"config.yaml:14: telemetry.video.url", "scheme must be http or https"}},
+		{"real-time chunking", minimal + "loop:\n  realtime_chunking:\n    mode: on\n    delay: -1\n",
+			[]string{`realtime_chunking.mode: "on"`, "realtime_chunking.delay: -1 is negative"}},
+		{"real-time chunking strength", minimal + "loop:\n  realtime_chunking:\n    mode: denoised\n    strength: 2\n",
+			[]string{"realtime_chunking.strength 2 with mode denoised, want at most 1"}},
+		{"real-time chunking strength not finite", minimal + "loop:\n  realtime_chunking:\n    mode: noisy\n    strength: -.inf\n",
+			[]string{"realtime_chunking.strength -Inf, want a finite value above 0"}},
 		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},
 	}
 	for _, tt := range tests {

@@ -139,39 +139,47 @@ type Loop struct {
 	period  time.Duration
 	machine *Machine
 
-	obs         *stateObs
-	infer       *worker[inferJob]
-	score       *worker[scoreJob] // nil without a Scorer
-	chunk       *Chunk
-	pred        []float32 // full prediction (T_p×D_a) of the committed chunk
-	predTime    time.Time
-	havePred    bool
-	seq         int64
-	state       actuators.State
-	haveArm     bool
-	cmd         actuators.Command
-	nVel        int
-	hasGrip     bool
-	lastGrip    float64
-	start       int           // index of the first executed action in a prediction (T_o−1)
-	ta          int           // actions executed per chunk
-	tail        int           // actions of the prediction past the window that bridge a late plan (loop.bridge)
-	margin      int           // configured replan margin (actions)
-	latEWMA     time.Duration // smoothed inference latency; 0 before the first chunk
-	late        *planLateness // how late recent plans land against loop.plan_late_limit
-	lateSource  string        // where late's limit comes from, for the log
-	dim         int
-	tp          int
-	steps       int // sampler steps K of a plan (policy.steps or the bundle's), for sample_step
-	wait        *time.Timer
-	sample      telemetry.Sample
-	lastInf     time.Duration
-	condLogRate logRate
-	stateCond   []float32    // cond of the newest observation for State; nil without one
-	stateLog    logRate      // rate limit of the log line of a failing State
-	thr         float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
-	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
-	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
+	obs       *stateObs
+	infer     *worker[inferJob]
+	score     *worker[scoreJob] // nil without a Scorer
+	chunk     *Chunk
+	pred      []float32 // full prediction (T_p×D_a) of the committed chunk
+	predTime  time.Time
+	havePred  bool
+	seq       int64
+	state     actuators.State
+	haveArm   bool
+	cmd       actuators.Command
+	nVel      int
+	hasGrip   bool
+	lastGrip  float64
+	start     int           // index of the first executed action in a prediction (T_o−1)
+	ta        int           // actions executed per chunk
+	tail      int           // actions of the prediction past the window that bridge a late plan (loop.bridge)
+	margin    int           // configured replan margin (actions)
+	latEWMA   time.Duration // smoothed inference latency; 0 before the first chunk
+	chunking  ChunkingConfig
+	joins     joinMeter
+	execSeq   int64 // the chunk the latest tick's action came from (−1: none)
+	execFresh bool  // that action was the chunk's first
+	// prevPlan holds the replaced chunk's actions aligned with the newest
+	// chunk's window (rows prevFirst … prevFirst+prevN−1), for Joins.
+	prevPlan         []float32
+	prevFirst, prevN int
+	late             *planLateness // how late recent plans land against loop.plan_late_limit
+	lateSource       string        // where late's limit comes from, for the log
+	dim              int
+	tp               int
+	steps            int // sampler steps K of a plan (policy.steps or the bundle's), for sample_step
+	wait             *time.Timer
+	sample           telemetry.Sample
+	lastInf          time.Duration
+	condLogRate      logRate
+	stateCond        []float32    // cond of the newest observation for State; nil without one
+	stateLog         logRate      // rate limit of the log line of a failing State
+	thr              float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
+	watch            safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
+	watchName        string       // watch's name for the telemetry sample; "" when no score is monitored
 
 	// dec is the latest tick's decision: a field, since OnTick and publish
 	// take its address (a local would escape, one allocation a tick).
@@ -274,11 +282,15 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	limit, src := planLateLimit(d.Config, m)
 	l.late, l.lateSource = newPlanLateness(l.period, limit), src
 	l.chunk = NewChunk(l.tp-l.start, l.dim)
+	l.prevPlan = make([]float32, (l.tp-l.start)*l.dim)
 	if d.Config.Loop.Bridge != BridgeHold {
 		l.tail = l.tp - l.start - l.ta
 	}
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
+	if err := l.setChunking(d.Config.Loop.Chunking, d.Sampler); err != nil {
+		return nil, err
+	}
 	if d.Scorer != nil {
 		l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
 	}
@@ -462,7 +474,7 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		l.infer.run(ctx, func(j *inferJob) {
 			t0 := time.Now()
-			j.err = l.d.Sampler.Sample(j.cond, &j.res)
+			j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
 			if j.err == nil {
 				l.recordSample(time.Since(t0))
 			}
@@ -560,6 +572,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			l.seq++
 			copy(l.pred, j.res.Actions)
 			l.predTime, l.havePred = j.obsTime, true
+			l.notePrevPlan(j.obsTime)
 			l.chunk.Fill(j.res.Actions, l.start, l.ta, l.tail, j.obsTime, l.period, l.seq)
 			l.stats.chunks.Add(1)
 		}
@@ -569,6 +582,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if !hold && l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.replanMargin() && armErr == nil {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
+			l.fillGuide(l.infer.job.guide, l.obs.newest)
 			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {
@@ -661,6 +675,16 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 	l.thr = l.d.Guard.ThresholdNow() // with closed-loop bands it follows the time since arming
 	l.syncMachine(dec)
+	seq := int64(-1)
+	if ok {
+		seq = l.chunk.Seq
+	}
+	l.execSeq, l.execFresh = seq, ok && l.chunk.Taken() == 1
+	sw := math.NaN()
+	if l.execFresh {
+		sw = l.planSwitch(act)
+	}
+	l.joins.observe(dec.State == safety.Running && !scene, dec.Command.Velocity, seq, l.execFresh, sw)
 
 	// 7. Telemetry, recording, watchdog.
 	end := l.d.Clock.Now()

@@ -74,13 +74,14 @@ func (a *fakeArm) Command(context.Context, actuators.Command) error { return nil
 func (a *fakeArm) Enable(context.Context) error                     { a.enabled.Store(true); return nil }
 func (a *fakeArm) Halt(context.Context) error                       { a.enabled.Store(false); return nil }
 
-// fakeSampler returns an all-zero plan at once.
 // fakeSampler answers with fixed actions; with latency set, each plan
 // takes that long on clk (the fake clock moves on while it samples).
 type fakeSampler struct {
 	actions []float32
 	clk     *fakeClock
 	latency func() time.Duration
+	mu      sync.Mutex
+	guides  []engines.Guide // every guide SampleGuided got, copied (under mu)
 }
 
 func (s *fakeSampler) Sample(_ []float32, dst *engines.Result) error {
@@ -89,6 +90,17 @@ func (s *fakeSampler) Sample(_ []float32, dst *engines.Result) error {
 	}
 	dst.Actions = s.actions
 	return nil
+}
+
+// SampleGuided records the guide of the latest plan and answers as Sample.
+func (s *fakeSampler) SampleGuided(cond []float32, g *engines.Guide, dst *engines.Result) error {
+	if g != nil {
+		s.mu.Lock()
+		s.guides = append(s.guides, engines.Guide{Mode: g.Mode, Strength: g.Strength,
+			Actions: slices.Clone(g.Actions), Weights: slices.Clone(g.Weights)})
+		s.mu.Unlock()
+	}
+	return s.Sample(cond, dst)
 }
 
 // asyncStateEnergy is the state energy fakeScorer reports: no state term of
@@ -135,6 +147,10 @@ type harnessOptions struct {
 	planLateLimit float64
 	latency       func() time.Duration
 	bridge        string // loop.bridge ("": the default)
+	// chunking is loop.realtime_chunking (zero: the default); sampler, when
+	// set, wraps the fake sampler the harness made (dim: D_a).
+	chunking ChunkingConfig
+	sampler  func(f *fakeSampler, dim int) PolicySampler
 	// onStop and expectedShutdown are LoopDeps'; logger the gate's.
 	onStop           func(safety.Reason)
 	expectedShutdown bool
@@ -174,6 +190,9 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	if o.bridge != "" {
 		cfg.Loop.Bridge = o.bridge
 	}
+	if o.chunking != (ChunkingConfig{}) {
+		cfg.Loop.Chunking = o.chunking
+	}
 	huge := 1e9
 	if o.threshold != 0 {
 		huge = o.threshold
@@ -197,8 +216,12 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sampler PolicySampler = &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim), clk: h.clk, latency: o.latency}
+	if o.sampler != nil {
+		sampler = o.sampler(sampler.(*fakeSampler), m.ActionDim)
+	}
 	d := LoopDeps{Config: &cfg, Manifest: m, Clock: h.clk, Arm: h.arm, Guard: g, Cond: cond,
-		Sampler: &fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim), clk: h.clk, latency: o.latency},
+		Sampler: sampler,
 		OnTick: func(_ Tick, _ *safety.Decision, s safety.Scores) {
 			h.ticked++
 			if h.record {

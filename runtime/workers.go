@@ -11,6 +11,8 @@ import (
 // *engines.Sampler implements it.
 type PolicySampler interface {
 	Sample(cond []float32, dst *engines.Result) error
+	// SampleGuided is Sample under a real-time chunking guide (nil: Sample).
+	SampleGuided(cond []float32, g *engines.Guide, dst *engines.Result) error
 }
 
 // PolicyScorer is what the re-scoring goroutine needs: *engines.Sampler
@@ -107,6 +109,7 @@ func (w *worker[J]) wait(deadline <-chan time.Time) *J {
 // inferJob is the in-flight sampling request and its result.
 type inferJob struct {
 	cond    []float32
+	guide   *engines.Guide // nil: real-time chunking is off
 	obsTime time.Time
 	start   time.Time
 	res     engines.Result

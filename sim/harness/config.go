@@ -36,6 +36,15 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Policy.Threads = 1 // sampler and scorer run side by side with the bridge on 2 cores
 	c.Policy.Seed = uint64(f.Seed)
 	c.Loop.RateHz = f.Rate
+	if f.Chunking != "" {
+		c.Loop.Chunking.Mode = f.Chunking
+	}
+	if f.ChunkingSoft != 0 || f.Chunking != "" {
+		c.Loop.Chunking.Soft = f.ChunkingSoft
+	}
+	if f.ChunkingStrength != 0 {
+		c.Loop.Chunking.Strength = f.ChunkingStrength
+	}
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
 	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}

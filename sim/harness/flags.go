@@ -64,6 +64,12 @@ type Flags struct {
 	// FrozenMotion is the frozen-camera check's motion (--camera-frozen-motion,
 	// m; 0: off): safety watchdog.camera_frozen_motion for bundles with an image.
 	FrozenMotion float64
+	// Chunking and ChunkingStrength are --chunking and
+	// --chunking-strength: the runtime's loop.realtime_chunking mode and
+	// strength (0: the default).
+	Chunking         string
+	ChunkingStrength float64
+	ChunkingSoft     int // --chunking-soft
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -88,6 +94,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
 	fs.Float64Var(&f.FrozenMotion, "camera-frozen-motion", DefaultFrozenMotion, "stop when the camera's frames stay identical while the hand moves this far, in m (safety watchdog.camera_frozen_motion; bundles with an image); 0: off, e.g. to measure a policy on a blanked image")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
+	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
+	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
+	fs.IntVar(&f.ChunkingSoft, "chunking-soft", -1, "real-time chunking: how many actions after the held ones get decaying weights (-1: the whole overlap; 0: none)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 
@@ -147,6 +156,16 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.Rate > 0) || math.IsInf(f.Rate, 0) {
 		bad("--rate %g: must be a positive control rate in Hz (e.g. 10)", f.Rate)
+	}
+	if m, err := engines.ParseGuideMode(f.Chunking); err != nil {
+		bad("--chunking %q: want off, noisy or denoised", f.Chunking)
+	} else if m != engines.GuideOff {
+		if f.ChunkingSoft < -1 {
+			bad("--chunking-soft %d: want -1 (the whole overlap), 0 or more", f.ChunkingSoft)
+		}
+		if err := engines.CheckStrength(m, f.ChunkingStrength); err != nil {
+			bad("--chunking-%v", err)
+		}
 	}
 	var w, h int
 	f.Camera = strings.ToLower(strings.TrimSpace(f.Camera))

@@ -31,6 +31,7 @@ from .ddim import sample_diffusion_bundle
 from .gate import GateLimits, run_gate
 from .graphs import graph_ops
 from .probe import probe_main
+from .rtc_fixtures import make_guided_fixtures
 from .sampler import sample_bundle
 
 
@@ -243,6 +244,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_fixtures(args: argparse.Namespace) -> int:
+    if args.guided_from:
+        print(json.dumps(make_guided_fixtures(args.guided_from, args.out, seed=args.seed), indent=1))
+        return 0
     from .fixtures import make_fixtures  # torch (heavy): only when writing fixtures
 
     if args.policy == "diffusion" and args.energy_head != "pooled":
@@ -420,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--state-term", action="store_true",
                    help="add a tiny state term (state_energy.onnx + manifest block) and each case's state_energy "
                         "(e.g. --out engines/testdata/parity-state)")
+    f.add_argument("--guided-from", default=None,
+                   help="write real-time chunking cases (engines.Guide) from this EnergyFlow fixture folder's bundle "
+                        "and cases instead (e.g. --guided-from engines/testdata/parity --out engines/testdata/parity-guided)")
     f.set_defaults(func=cmd_fixtures)
 
     g = sub.add_parser("gate", help="before closed-loop evaluation: chunk smoothness vs the demonstrations and "

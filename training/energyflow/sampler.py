@@ -18,6 +18,15 @@ Arithmetic convention (what the Go side reproduces): the schedule scalars
 rounded to float32; ``a`` is float32 and updated as ``a - float32(c_k) * grad``
 in float32; ``a_0 = float32(sigma_max) * z`` in float32.
 
+Real-time chunking (:class:`Guide`, the Go ``engines.Guide``): the sampler
+descends ``E + 1/2 (strength/sigma^2) sum_j W_j |x_j - c_j|^2`` with x the noisy
+actions ("noisy") or the denoised estimate a - sigma^2 grad ("denoised").
+With ``kappa = dt ln(sigma_max/sigma_min)/T`` (= c_k / sigma_k^2) and
+``p = float32(kappa) * float32(strength) * W_j`` in float32, one step reads::
+
+    denoised: a = (a - c_k*grad) - p*((a - float32(sigma_k^2)*grad) - c)
+    noisy:    a = ((a - c_k*grad) + p*c) / (1 + p)
+
 The energy-gradient function is pluggable: :class:`OrtEnergyGrad` runs a
 bundle's ``energy_grad.onnx`` in ONNX Runtime (what the fixtures use) and
 :class:`TorchEnergyGrad` runs a torch :class:`~energyflow.model.EnergyUNet`
@@ -25,6 +34,7 @@ through autograd.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol, Tuple
@@ -89,6 +99,49 @@ def step_schedule(schedule: Schedule, steps: int) -> Tuple[np.ndarray, np.ndarra
 
 
 @dataclass
+class Guide:
+    """Real-time chunking's constraint (docs/engines.md): ``actions`` [T_p,D_a]
+    un-standardized committed actions, ``weights`` [T_p] in [0, 1], ``mode``
+    "noisy" or "denoised", ``strength`` finite above 0 (at most 1 denoised)."""
+
+    mode: str
+    strength: float
+    actions: np.ndarray
+    weights: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("noisy", "denoised"):
+            raise ValueError(f"guide mode {self.mode!r}: want noisy or denoised")
+        if not (0.0 < self.strength < math.inf) or (self.mode == "denoised" and self.strength > 1):
+            raise ValueError(f"guide strength {self.strength}: want a finite value above 0, at most 1 with denoised")
+        w = np.asarray(self.weights, np.float32)
+        if not np.all((w >= 0) & (w <= 1)):
+            raise ValueError("guide weights: want finite values in [0, 1]")
+
+
+def chunk_weights(pred_horizon: int, start: int, delay: int, overlap: int) -> np.ndarray:
+    """RTC's mask (Go ``engines.ChunkWeights``): 1 on the first ``delay`` of the
+    ``overlap`` committed actions from prediction index ``start``, then
+    c (e^c - 1)/(e - 1) with c = (overlap - i)/(overlap - delay + 1), else 0."""
+    w = np.zeros(pred_horizon, np.float32)
+    overlap = max(0, min(overlap, pred_horizon - start))
+    delay = max(0, min(delay, overlap))
+    for i in range(overlap):
+        if i < delay:
+            w[start + i] = 1.0
+        else:
+            c = (overlap - i) / (overlap - delay + 1)
+            w[start + i] = np.float32(c * math.expm1(c) / (math.e - 1))
+    return w
+
+
+def step_sigma2(schedule: Schedule, steps: int) -> np.ndarray:
+    """float32 sigma(t_k)^2, k = 0..K-1 (the guide's denoised estimate)."""
+    dt = (schedule.T - schedule.gamma) / steps
+    return np.asarray([schedule.sigma(schedule.T - k * dt) ** 2 for k in range(steps)], np.float32)
+
+
+@dataclass
 class SampleResult:
     actions: np.ndarray          # [B,T_p,D_a] un-standardized
     actions_std: np.ndarray      # [B,T_p,D_a] standardized (network space)
@@ -121,15 +174,37 @@ def centered_reward(fn: EnergyGradFn, actions_std: np.ndarray, cond: np.ndarray,
 
 def sample(fn: EnergyGradFn, cond: np.ndarray, noise: np.ndarray, schedule: Schedule, steps: int,
            action_mean: Optional[np.ndarray] = None, action_std: Optional[np.ndarray] = None,
-           ref_actions: Optional[np.ndarray] = None) -> SampleResult:
-    """Algorithm 2. ``cond`` [B,C], ``noise`` z [B,T_p,D_a] standard normal."""
+           ref_actions: Optional[np.ndarray] = None, guide: Optional[Guide] = None) -> SampleResult:
+    """Algorithm 2. ``cond`` [B,C], ``noise`` z [B,T_p,D_a] standard normal; with
+    ``guide`` (needs the action norm), real-time chunking on every row."""
     cond = np.asarray(cond, np.float32)
     a = np.float32(schedule.sigma_max) * np.asarray(noise, np.float32)
     B = a.shape[0]
     ts, cs = step_schedule(schedule, steps)
+    s2 = step_sigma2(schedule, steps)
+    if guide is not None:
+        if action_mean is None or action_std is None:
+            raise ValueError("a guide needs the action norm (action_mean, action_std)")
+        c = ((np.asarray(guide.actions, np.float32) - np.asarray(action_mean, np.float32))
+             / np.asarray(action_std, np.float32)).astype(np.float32)
+        dt = (schedule.T - schedule.gamma) / steps
+        kappa = np.float32(dt * math.log(schedule.sigma_max / schedule.sigma_min) / schedule.T)
+        p = ((kappa * np.float32(guide.strength)) * np.asarray(guide.weights, np.float32))[:, None]
+        p = np.broadcast_to(p, c.shape).astype(np.float32)
+        c = np.where(p > 0, c, np.float32(0)).astype(np.float32)
     for k in range(steps):
         g, _ = fn(a, cond, np.full((B,), ts[k], np.float32))
-        a = (a - cs[k] * g.astype(np.float32)).astype(np.float32)
+        g = g.astype(np.float32)
+        if guide is None:
+            a = (a - cs[k] * g).astype(np.float32)
+            continue
+        step = (a - cs[k] * g).astype(np.float32)
+        if guide.mode == "denoised":
+            r = ((a - s2[k] * g).astype(np.float32) - c).astype(np.float32)
+            held = (step - p * r).astype(np.float32)
+        else:
+            held = ((step + p * c).astype(np.float32) / (np.float32(1) + p)).astype(np.float32)
+        a = np.where(p > 0, held, step).astype(np.float32)
     _, energy = fn(a, cond, np.full((B,), np.float32(schedule.gamma), np.float32))
     energy = energy.astype(np.float32)
     if action_mean is not None and action_std is not None:
@@ -145,11 +220,11 @@ def sample(fn: EnergyGradFn, cond: np.ndarray, noise: np.ndarray, schedule: Sche
 
 
 def sample_bundle(bundle_dir: str | Path, cond: np.ndarray, noise: np.ndarray, steps: Optional[int] = None,
-                  threads: int = 1) -> SampleResult:
+                  threads: int = 1, guide: Optional[Guide] = None) -> SampleResult:
     """Run Algorithm 2 on a bundle directory with ONNX Runtime."""
     man = read_manifest(bundle_dir)
     sch = Schedule(**{k: man["schedule"][k] for k in ("sigma_min", "sigma_max", "T", "gamma")})
     fn = OrtEnergyGrad(Path(bundle_dir) / man["graphs"]["energy_grad"]["file"], threads=threads)
     return sample(fn, cond, noise, sch, steps or man["sampler"]["steps"],
                   np.asarray(man["action_norm"]["mean"], np.float32), np.asarray(man["action_norm"]["std"], np.float32),
-                  np.asarray(man["reference_actions"], np.float32))
+                  np.asarray(man["reference_actions"], np.float32), guide=guide)

@@ -42,6 +42,18 @@ type Result struct {
 	// plans that finished while it was past (runtime.LoopStats).
 	LateSpells int64 `json:"late_spells"`
 	LatePlans  int64 `json:"late_plans"`
+	// JoinMax is the largest change of the commanded velocity at a chunk
+	// boundary, JoinInside the median change between consecutive actions
+	// of one chunk (runtime.Joins; nil: none measured), Joins the
+	// boundaries measured.
+	JoinMax    *float64 `json:"join_max,omitempty"`
+	JoinInside *float64 `json:"join_inside_median,omitempty"`
+	Joins      int      `json:"joins"`
+	// SwitchMax and SwitchMedian are the largest and median plan switch at
+	// a boundary: the new chunk's first action against what the replaced
+	// one had planned for that tick (runtime.Joins; nil: none).
+	SwitchMax    *float64 `json:"switch_max,omitempty"`
+	SwitchMedian *float64 `json:"switch_median,omitempty"`
 
 	inferMs   []float64 // every inference latency, for the cell's quantiles
 	lateLimit *float64  // the loop's plan_late_limit in periods; nil: none
@@ -145,6 +157,8 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	armed := false      // the gate was Running on some tick: auto-start succeeded
 	wasRunning := false // the previous tick's state, for the calibration trace
 	enc := json.NewEncoder(scores)
+	var app *runtime.App // set before Run: onTick runs only then
+	var err error
 	onTick := func(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -164,6 +178,10 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])}
 		if o.stateTerm {
 			line["state_energy"] = nanNull(sc[safety.ScoreStateEnergy])
+		}
+		if d.State == safety.Running && app != nil {
+			seq, first := app.Loop().Executed()
+			line["command"], line["chunk"], line["chunk_first"] = d.Command.Velocity, seq, first
 		}
 		if tracking {
 			line["tracking"] = nanNull(d.Tracking)
@@ -186,7 +204,7 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 		}
 	}
 	infer := &inferenceTimes{ms: make([]float64, 0, o.MaxSteps)}
-	app, err := runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: runtime.NewLogger(out.Stderr, cfg.Log), OnTick: onTick, OnStop: onStop,
+	app, err = runtime.NewApp(ectx, cfg, runtime.AppOptions{Logger: runtime.NewLogger(out.Stderr, cfg.Log), OnTick: onTick, OnStop: onStop,
 		ExpectedShutdown: true, Metrics: infer, InferenceDelay: time.Duration(o.Delay * float64(time.Second) / o.Rate)})
 	if err != nil {
 		return r, err
@@ -215,6 +233,9 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	<-watchDone
 	st := app.Loop().Stats()
 	r.LateSpells, r.LatePlans = st.LateSpells, st.LatePlans
+	j := app.Loop().Joins()
+	r.Joins, r.JoinMax, r.JoinInside = j.Boundaries, finite(j.MaxJump), finite(j.InsideMedian)
+	r.SwitchMax, r.SwitchMedian = finite(j.SwitchMax), finite(j.SwitchMedian)
 	if lim, _ := app.Loop().PlanLateLimit(); lim > 0 {
 		r.lateLimit = &lim
 	}

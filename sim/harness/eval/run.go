@@ -75,6 +75,7 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 		}
 	}
 	s := Summarize(o.Flags, results, trips)
+	s.Delay = o.Delay
 	s.ObserveOnly = o.ObserveOnly
 	s.MaxSteps = o.MaxSteps
 	fmt.Fprintln(out.Stdout, s.String())

@@ -64,3 +64,11 @@ func wilson(k, n int) (lo, hi float64) {
 	h := z * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn)) / den
 	return math.Max(0, c-h), math.Min(1, c+h)
 }
+
+// finite returns &v, or nil for NaN.
+func finite(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}

@@ -51,8 +51,26 @@ type Summary struct {
 	Camera string `json:"camera,omitempty"`
 	// NeverArmed counts episodes in which auto-start was refused on every
 	// tick (end never_armed): the arm never moved, which is not a trip.
-	NeverArmed int      `json:"never_armed"`
-	Results    []Result `json:"results"`
+	NeverArmed int `json:"never_armed"`
+	// Chunking is the runtime's real-time chunking mode (--chunking) and
+	// Delay the added plan delay in periods (--delay).
+	Chunking         string  `json:"chunking"`
+	ChunkingStrength float64 `json:"chunking_strength,omitempty"`
+	ChunkingSoft     *int    `json:"chunking_soft,omitempty"` // −1: the whole overlap
+	Delay            float64 `json:"delay_periods"`
+	// JoinMax is the median over episodes of each episode's largest
+	// change of the commanded velocity at a chunk boundary, JoinInside the
+	// median over episodes of the median change inside a chunk, and
+	// JoinRatio their ratio (issue 51's target: at most 1.5); nil: none
+	// measured.
+	JoinMax    *float64 `json:"join_max_median"`
+	JoinInside *float64 `json:"join_inside_median"`
+	JoinRatio  *float64 `json:"join_ratio"`
+	// SwitchMax and SwitchMedian are the medians over episodes of each
+	// episode's largest and median plan switch (Result.SwitchMax).
+	SwitchMax    *float64 `json:"switch_max_median"`
+	SwitchMedian *float64 `json:"switch_median_median"`
+	Results      []Result `json:"results"`
 }
 
 // String is the summary line sim eval prints.
@@ -83,6 +101,12 @@ func (s Summary) String() string {
 	if s.InferP90Periods != nil {
 		inference += fmt.Sprintf(" (%.2f periods)", *s.InferP90Periods)
 	}
+	if s.JoinRatio != nil {
+		inference += fmt.Sprintf(", chunk joins %.3f vs %.3f inside (×%.2f)", *s.JoinMax, *s.JoinInside, *s.JoinRatio)
+		if s.SwitchMax != nil {
+			inference += fmt.Sprintf(", plan switch max %.3f median %.3f", *s.SwitchMax, *s.SwitchMedian)
+		}
+	}
 	late := ""
 	if s.PlanLateLimit != nil {
 		late = fmt.Sprintf(", plans late past %.2f periods (p90): %d episodes", *s.PlanLateLimit, s.LateEpisodes)
@@ -95,13 +119,26 @@ func (s Summary) String() string {
 // count of their stops by kind.
 func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
 	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
-		Camera: f.CameraName}
+		Camera: f.CameraName, Chunking: f.Chunking}
+	if s.Chunking == "" {
+		s.Chunking = "off"
+	}
+	if s.Chunking != "off" {
+		soft := f.ChunkingSoft
+		s.ChunkingStrength, s.ChunkingSoft = f.ChunkingStrength, &soft
+	}
 	if len(rs) > 0 {
 		s.Watch = rs[0].watch
 	}
 	total := 0
-	var toSuccess, inferMs []float64
+	var toSuccess, inferMs, joinMax, joinIn, swMax, swMed []float64
 	for _, r := range rs {
+		if r.SwitchMax != nil && r.SwitchMedian != nil {
+			swMax, swMed = append(swMax, *r.SwitchMax), append(swMed, *r.SwitchMedian)
+		}
+		if r.JoinMax != nil && r.JoinInside != nil {
+			joinMax, joinIn = append(joinMax, *r.JoinMax), append(joinIn, *r.JoinInside)
+		}
 		if r.Success {
 			s.Successes++
 			if r.SuccessStep != nil {
@@ -132,6 +169,12 @@ func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
 	if s.InferP90 != nil && f.Rate > 0 {
 		p := *s.InferP90 / 1000 * f.Rate
 		s.InferP90Periods = &p
+	}
+	s.JoinMax, s.JoinInside = median(joinMax), median(joinIn)
+	s.SwitchMax, s.SwitchMedian = median(swMax), median(swMed)
+	if s.JoinMax != nil && *s.JoinInside > 0 {
+		r := *s.JoinMax / *s.JoinInside
+		s.JoinRatio = &r
 	}
 	s.Low, s.High = wilson(s.Successes, len(rs))
 	return s

@@ -64,3 +64,26 @@ func TestSummarize(t *testing.T) {
 		})
 	}
 }
+
+// The join measures: medians over the episodes that measured them, and
+// their ratio; the chunking mode and strength as run.
+func TestSummarizeJoins(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	f := harness.Flags{Task: "assembly", Level: "0", Chunking: "denoised", ChunkingStrength: 1}
+	rs := []Result{
+		{JoinMax: v(0.4), JoinInside: v(0.02), SwitchMax: v(0.1), SwitchMedian: v(0.01)},
+		{JoinMax: v(0.2), JoinInside: v(0.04), SwitchMax: v(0.3), SwitchMedian: v(0.03)},
+		{JoinMax: v(0.3), JoinInside: v(0.03), SwitchMax: v(0.2), SwitchMedian: v(0.02)},
+		{}, // measured nothing: left out
+	}
+	s := Summarize(f, rs, map[string]int{})
+	if *s.JoinMax != 0.3 || *s.JoinInside != 0.03 || *s.JoinRatio != 0.3/0.03 || *s.SwitchMax != 0.2 || *s.SwitchMedian != 0.02 {
+		t.Errorf("joins %v %v %v, switches %v %v", *s.JoinMax, *s.JoinInside, *s.JoinRatio, *s.SwitchMax, *s.SwitchMedian)
+	}
+	if s.Chunking != "denoised" || s.ChunkingStrength != 1 || !strings.Contains(s.String(), "chunk joins 0.300 vs 0.030 inside (×10.00), plan switch max 0.200 median 0.020") {
+		t.Errorf("chunking %q strength %v; line %s", s.Chunking, s.ChunkingStrength, s.String())
+	}
+	if off := Summarize(harness.Flags{}, nil, map[string]int{}); off.Chunking != "off" || off.JoinRatio != nil {
+		t.Errorf("no episodes: chunking %q ratio %v", off.Chunking, off.JoinRatio)
+	}
+}

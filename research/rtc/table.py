@@ -1,0 +1,58 @@
+"""Real-time chunking cells (``sim eval --chunking M --delay D --json``, tracked in
+research/rtc/results/) as one Markdown table: success with Wilson 95 %
+intervals, the issue's join measure (median over episodes of each episode's
+largest change of the commanded velocity at a chunk boundary, against the
+median change inside a chunk), the plan switch at a boundary (the new chunk's
+first action against what the replaced chunk had planned for that tick) and
+the stops.
+
+    .venv/bin/python -m research.rtc.table research/rtc/results/*.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from energyflow.stats import wilson
+
+
+def _f(x: Optional[float], fmt: str = "{:.3f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def chunking(s: dict) -> str:
+    m = s.get("chunking", "off")
+    if m == "off":
+        return "off"
+    out = f"{m} {s.get('chunking_strength', 1):g}"
+    soft = s.get("chunking_soft", -1)
+    if s.get("chunking_hard_only"):
+        soft = 0
+    return out + ("" if soft == -1 else f", soft {soft}")
+
+
+def row(s: dict) -> str:
+    lo, hi = wilson(s["successes"], s["episodes"])
+    stops = ", ".join(f"{k} {v}" for k, v in sorted(s.get("trips", {}).items())) or "none"
+    ratio = _f(s.get("join_ratio"), "×{:.1f}")
+    return (f"| {s['task']} | {s['rate_hz']:g} Hz, K={s['steps_k'] or '–'} | {s.get('delay_periods', 0):g} | {chunking(s)} "
+            f"| {s['successes']}/{s['episodes']} [{lo * 100:.0f}–{hi * 100:.0f} %] "
+            f"| {_f(s.get('join_max_median'))} / {_f(s.get('join_inside_median'))} ({ratio}) "
+            f"| {_f(s.get('switch_max_median'))} / {_f(s.get('switch_median_median'))} "
+            f"| {_f(s.get('inference_p50_ms'), '{:.0f}')} | {stops} |")
+
+
+def table(paths: Sequence[Path]) -> List[str]:
+    out = ["| task | rate, K | delay (periods) | real-time chunking | success [Wilson 95 %] "
+           "| largest boundary jump / inside step (ratio) | plan switch: largest / median | plan p50 (ms) | stops |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    rows = [json.loads(Path(p).read_text()) for p in paths]
+    rows.sort(key=lambda s: (s["task"], s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s)))
+    out += [row(s) for s in rows]
+    return out
+
+
+if __name__ == "__main__":
+    print("\n".join(table([Path(a) for a in sys.argv[1:]])))
