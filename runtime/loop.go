@@ -139,47 +139,55 @@ type Loop struct {
 	period  time.Duration
 	machine *Machine
 
-	obs       *stateObs
-	infer     *worker[inferJob]
-	score     *worker[scoreJob] // nil without a Scorer
-	chunk     *Chunk
-	pred      []float32 // full prediction (T_p×D_a) of the committed chunk
-	predTime  time.Time
-	havePred  bool
-	seq       int64
-	state     actuators.State
-	haveArm   bool
-	cmd       actuators.Command
-	nVel      int
-	hasGrip   bool
-	lastGrip  float64
-	start     int           // index of the first executed action in a prediction (T_o−1)
-	ta        int           // actions executed per chunk
-	tail      int           // actions of the prediction past the window that bridge a late plan (loop.bridge)
-	margin    int           // configured replan margin (actions)
-	latEWMA   time.Duration // smoothed inference latency; 0 before the first chunk
-	chunking  ChunkingConfig
-	joins     joinMeter
-	execSeq   int64 // the chunk the latest tick's action came from (−1: none)
-	execFresh bool  // that action was the chunk's first
-	// prevPlan holds the replaced chunk's actions aligned with the newest
-	// chunk's window (rows prevFirst … prevFirst+prevN−1), for Joins.
+	obs         *stateObs
+	infer       *worker[inferJob]
+	score       *worker[scoreJob] // nil without a Scorer
+	chunk       *Chunk
+	pred        []float32 // full prediction (T_p×D_a) of the committed chunk
+	predTime    time.Time
+	havePred    bool
+	seq         int64
+	state       actuators.State
+	haveArm     bool
+	cmd         actuators.Command
+	nVel        int
+	hasGrip     bool
+	lastGrip    float64
+	start       int           // index of the first executed action in a prediction (T_o−1)
+	ta          int           // actions executed per chunk
+	tail        int           // actions of the prediction past the window that bridge a late plan (loop.bridge)
+	margin      int           // configured replan margin (actions)
+	latEWMA     time.Duration // smoothed inference latency; 0 before the first chunk
+	late        *planLateness // how late recent plans land against loop.plan_late_limit
+	lateSource  string        // where late's limit comes from, for the log
+	dim         int
+	tp          int
+	steps       int // sampler steps K of a plan (policy.steps or the bundle's), for sample_step
+	wait        *time.Timer
+	sample      telemetry.Sample
+	lastInf     time.Duration
+	condLogRate logRate
+	stateCond   []float32    // cond of the newest observation for State; nil without one
+	stateLog    logRate      // rate limit of the log line of a failing State
+	thr         float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
+	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
+	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
+
+	// armRead is the latest tick's arm state read; prevTick and
+	// prevArmRead the previous tick's whole duration and read, logged when
+	// the loop watchdog stops the arm.
+	armRead, prevTick, prevArmRead time.Duration
+
+	// Real-time chunking (rtc.go): the configuration, how chunks join,
+	// the chunk the latest tick's action came from (−1: none) and whether
+	// it was that chunk's first, and the replaced chunk's actions aligned
+	// with the newest chunk's window (rows prevFirst … prevFirst+prevN−1).
+	chunking         ChunkingConfig
+	joins            joinMeter
+	execSeq          int64
+	execFresh        bool
 	prevPlan         []float32
 	prevFirst, prevN int
-	late             *planLateness // how late recent plans land against loop.plan_late_limit
-	lateSource       string        // where late's limit comes from, for the log
-	dim              int
-	tp               int
-	steps            int // sampler steps K of a plan (policy.steps or the bundle's), for sample_step
-	wait             *time.Timer
-	sample           telemetry.Sample
-	lastInf          time.Duration
-	condLogRate      logRate
-	stateCond        []float32    // cond of the newest observation for State; nil without one
-	stateLog         logRate      // rate limit of the log line of a failing State
-	thr              float64      // first monitored score's threshold in effect at the latest tick (Guard.ThresholdNow); NaN: none
-	watch            safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
-	watchName        string       // watch's name for the telemetry sample; "" when no score is monitored
 
 	// dec is the latest tick's decision: a field, since OnTick and publish
 	// take its address (a local would escape, one allocation a tick).
@@ -544,7 +552,10 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 
 	// 1. Arm state → observation history (frozen while the scene changes:
 	// the arm is still read, so its watchdogs keep watching).
+	t0 := time.Now()
 	armErr := l.d.Arm.State(ctx, &l.state)
+	l.armRead = time.Since(t0)
+	l.d.Stages.Record(StageArmRead, l.armRead)
 	if armErr == nil {
 		l.haveArm = true
 		if !hold {
@@ -707,10 +718,19 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		l.d.Notifier.Healthy(end)
 	}
 	stopped := dec.State == safety.Stopped
-	if stopped && !l.stopped && l.d.OnStop != nil {
-		l.d.OnStop(dec.Reason)
+	if stopped && !l.stopped {
+		if dec.Reason.Kind == safety.KindLoopLate {
+			// Where the late tick's time went: a slow arm link reads as
+			// an overloaded host in the gate's message.
+			l.log.Warn("the loop fell behind: the previous tick took "+l.prevTick.String(), "previous_arm_read", l.prevArmRead,
+				"this_arm_read", l.armRead, "jitter", tk.Jitter, "missed", tk.Missed)
+		}
+		if l.d.OnStop != nil {
+			l.d.OnStop(dec.Reason)
+		}
 	}
 	l.stopped = stopped
+	l.prevTick, l.prevArmRead = l.d.Clock.Now().Sub(now), l.armRead
 	if l.d.OnTick != nil {
 		l.d.OnTick(tk, dec, scores)
 	}

@@ -151,7 +151,8 @@ type harnessOptions struct {
 	// set, wraps the fake sampler the harness made (dim: D_a).
 	chunking ChunkingConfig
 	sampler  func(f *fakeSampler, dim int) PolicySampler
-	// onStop and expectedShutdown are LoopDeps'; logger the gate's.
+	// onStop and expectedShutdown are LoopDeps'; logger the gate's and
+	// the loop's.
 	onStop           func(safety.Reason)
 	expectedShutdown bool
 	logger           *slog.Logger
@@ -228,7 +229,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 				h.scores = append(h.scores, s)
 			}
 		},
-		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown, Stages: new(StageTimes)}
+		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown, Stages: new(StageTimes), Logger: o.logger}
 	if o.scorer != nil {
 		d.Scorer = o.scorer
 	}
@@ -808,7 +809,7 @@ func TestLoopOnStop(t *testing.T) {
 }
 
 // The loop records every plan (sample, and sample_step once per plan), every
-// re-score and every state-term evaluation; a stage the bundle or the
+// re-score, every state-term evaluation and every tick's arm read; a stage the bundle or the
 // configuration does not have is not recorded. (The harness's gate writes
 // to the fake arm directly: command_write is the App's, TestEndToEndImagePolicy.)
 func TestLoopRecordsStages(t *testing.T) {
@@ -819,10 +820,10 @@ func TestLoopRecordsStages(t *testing.T) {
 		want []Stage // recorded; every other stage is not
 	}{
 		{"re-score and state term", harnessOptions{bundle: energyflow, scorer: fakeScorer{}, state: &fakeStateTerm{}, watch: []string{"state_energy", "energy"}},
-			[]Stage{StageSample, StageSampleStep, StageRescore, StageStateTerm}},
-		{"plans alone", harnessOptions{bundle: testBundle(t)}, []Stage{StageSample, StageSampleStep}},
+			[]Stage{StageSample, StageSampleStep, StageRescore, StageStateTerm, StageArmRead}},
+		{"plans alone", harnessOptions{bundle: testBundle(t)}, []Stage{StageSample, StageSampleStep, StageArmRead}},
 		{"failing state term", harnessOptions{bundle: energyflow, state: &fakeStateTerm{fail: func(int) bool { return true }}, watch: []string{"state_energy"}},
-			[]Stage{StageSample, StageSampleStep}},
+			[]Stage{StageSample, StageSampleStep, StageArmRead}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/engines"
+	"github.com/energyflow/edge/safety"
 )
 
 func TestChunkCommitted(t *testing.T) {
@@ -238,5 +241,28 @@ func TestNewLoopRefusesBadChunking(t *testing.T) {
 				t.Errorf("err %v, want one line containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A loop watchdog stop logs where the late tick's time went: the previous
+// tick's duration and arm read beside this tick's.
+func TestLoopLateStopSaysWhereTheTimeWent(t *testing.T) {
+	var buf strings.Builder
+	h := newLoopHarness(t, harnessOptions{bundle: testBundle(t), logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	h.armGate(t)
+	h.step()
+	h.clk.Advance(h.l.period)
+	now := h.clk.Now()
+	late := now.Add(-time.Second) // due a second ago: three deadlines skipped
+	h.n++
+	h.l.tick(context.Background(), Tick{N: h.n, Deadline: late, Due: late, Woke: now, Jitter: time.Second, Missed: 3})
+	if st := h.l.d.Guard.Status(); st.State != safety.Stopped {
+		t.Fatalf("gate %v after a tick a second late, want stopped", st.State)
+	}
+	log := buf.String()
+	for _, want := range []string{"the loop fell behind: the previous tick took", "previous_arm_read=", "this_arm_read=", "missed=3"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
 	}
 }

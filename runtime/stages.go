@@ -23,6 +23,7 @@ const (
 	StageRescore                   // the energy re-score of the committed chunk (the re-scoring goroutine)
 	StageStateTerm                 // the state term on the newest observation (Loop.scoreState)
 	StageCommandWrite              // the arm command write of the safety gate (timedArm.Command)
+	StageArmRead                   // the arm state read that opens each tick (Loop.tick)
 	numStages
 )
 
@@ -45,6 +46,8 @@ func (s Stage) String() string {
 		return "state_term"
 	case StageCommandWrite:
 		return "command_write"
+	case StageArmRead:
+		return "arm_read"
 	}
 	return "unknown"
 }

@@ -89,7 +89,7 @@ func NewMetricsWith(o MetricsOptions) *Metrics {
 		inference: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "inference_latency_seconds",
 			Help: "Policy inference latency (all sampler steps of one action chunk).", Buckets: ms(0.001, 12)}),
 		stageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "stage_latency_seconds",
-			Help:    "Latency of one stage of the control path: camera_decode, preprocess, encoder (per camera frame), sample, sample_step (per plan), rescore, state_term, command_write (per tick).",
+			Help:    "Latency of one stage of the control path: camera_decode, preprocess, encoder (per camera frame), sample, sample_step (per plan), rescore, state_term, command_write, arm_read (per tick).",
 			Buckets: ms(0.00005, 16)}, []string{"stage"}),
 		planLateP90: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "plan_late_p90_periods",
 			Help: "p90 of the recent plans' inference latency, in control periods (NaN until ten plans have finished)."}),

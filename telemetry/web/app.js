@@ -280,7 +280,7 @@ function showStats(m) {
 // How the stages row names the control path's stages (the stats
 // message's "stages", in pipeline order); sample_step joins sample.
 const STAGE_NAMES = { camera_decode: 'decode', preprocess: 'preprocess', encoder: 'encoder', sample: 'sample',
-  rescore: 'rescore', state_term: 'state term', command_write: 'write' };
+  rescore: 'rescore', state_term: 'state term', command_write: 'write', arm_read: 'arm read' };
 
 // stagesLine is "decode 1.2/1.9 · … · sample 48/61 (2.4/step) · …", or ''
 // without stages (an older server, or nothing timed yet).
