@@ -15,7 +15,8 @@
 # .deps/qemu/qemu-aarch64, 10.0 from bookworm-backports); ARM64_QEMU_CPU
 # the emulated core (default cortex-a76); ARM64_NICE (default 10) is the
 # niceness of builds and emulated runs; ARM64_BENCH_N the timed samples of
-# the emulated bench (default 10).
+# the emulated bench (default 3: each sample is also re-scored; 10 took
+# 118 s of the 120 s limit under qemu on a 2-core machine, 5 took 83 s).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sysroot=$root/.deps/arm64-sysroot
@@ -103,7 +104,8 @@ full_tests=(
 )
 # --quick: the Python parity tests, the zero-allocation tests, safety.
 quick_tests=(
-  "engines|-test.run=Parity|Alloc|VisionConditioning"
+  "engines|-test.run=^TestParityWithPythonReference$"
+  "engines|-test.run=Parity|Alloc|VisionConditioning -test.skip=^TestParityWithPythonReference$"
   "safety|"
 )
 
@@ -151,7 +153,7 @@ test_all() {
     echo "FAIL  energyflow bundle verify $bundle (arm64, qemu)"; sed 's/^/      /' "$out/bundle-verify.log"; failed+=("bundle verify")
   fi
   t0=$SECONDS
-  if (cd "$root" && run_q "$ef" bench --bundle "$bundle" -n "${ARM64_BENCH_N:-10}" -warmup 2) > "$out/bench.log" 2>&1; then
+  if (cd "$root" && run_q "$ef" bench --bundle "$bundle" -n "${ARM64_BENCH_N:-3}" -warmup 2) > "$out/bench.log" 2>&1; then
     echo "ok    energyflow bench --bundle $bundle (arm64, qemu) $((SECONDS - t0)) s:"
     sed 's/^/      /' "$out/bench.log"
   else
