@@ -30,6 +30,7 @@ import torch
 from onnx import numpy_helper
 
 from .bundle import model_config_from_manifest, read_manifest
+from .compact import FP16_SUFFIX
 from .config import Schedule
 from .ddim import OrtEps, ddim_sample
 from .diffusion import NoiseUNet, TorchEps
@@ -56,8 +57,10 @@ def torch_model_from_bundle(bundle: str | Path):
     new = {}
     for k, v in sd.items():
         name = "model." + k
+        if name not in inits:  # a compacted bundle stores its large weights in half precision
+            name += FP16_SUFFIX
         if name in inits and inits[name].shape == tuple(v.shape):
-            new[k] = torch.from_numpy(inits[name].copy())
+            new[k] = torch.from_numpy(inits[name].astype(np.float32))
         else:
             missing.append(k)
     m.load_state_dict(new, strict=False)
