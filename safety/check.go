@@ -201,9 +201,14 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 	// state (while stopped, the halted arm must stay still).
 	e, over := g.trk.observe(in.Arm, in.Now, in.SceneChange)
 	g.trackNow = e.excess()
-	if over {
+	g.trackSum = e.sum
+	switch {
+	case over && e.excess() > g.trk.tol:
 		set(fault{kind: KindTracking, value: e.norm, threshold: g.trk.tol, age: e.span, bound: g.cfg.Tracking.Window,
 			axis: e.axis, measured: e.meas, commanded: e.command, slack: e.slack})
+	case over:
+		set(fault{kind: KindTracking, value: e.sum, threshold: g.trk.sustained, what: "sustained",
+			axis: e.axis, measured: e.meas, commanded: e.command})
 	}
 	return first, hw
 }
@@ -308,6 +313,11 @@ func (g *Guard) message(f *fault) string {
 	case KindArmDisabled:
 		m = "the controller dropped enable while running (heartbeat lapse or another master?)"
 	case KindTracking:
+		if f.what == "sustained" {
+			m = fmt.Sprintf("the arm's measured motion kept leaving the commanded one: %.4g accumulated beyond the drift allowance (safety.tracking.sustained %.4g, drift %.4g per second); now largest on axis %d over the window: measured %.4g, commanded %.4g — an arm pushed or dragged, or tracking settings (scale, response, drift) that do not fit the arm",
+				f.value, f.threshold, g.cfg.Tracking.Drift, f.axis, f.measured, f.commanded)
+			break
+		}
 		slack := ""
 		if f.slack > 0 {
 			slack = fmt.Sprintf(", plus %.2g for the timing of the reads and writes", f.slack)

@@ -241,6 +241,18 @@ type TrackingConfig struct {
 	// them is expected. Empty: none.
 	Lower []float64 `yaml:"lower"`
 	Upper []float64 `yaml:"upper"`
+	// Sustained turns on the sustained rule, for an error that builds over
+	// several ticks with no window past Tolerance (an arm pushed or dragged
+	// while the controller follows it through its lag): at every sample
+	// the difference over the last sample step, less Drift times the step's
+	// duration, is added to a sum that never goes below zero (a CUSUM),
+	// and the arm stops when the sum exceeds Sustained (position units).
+	// 0: off. The sum restarts with the model.
+	Sustained float64 `yaml:"sustained"`
+	// Drift is how fast normal driving may accumulate unexplained motion
+	// without counting toward Sustained, in position units per second
+	// (per: tick, per loop period of steps); >= 0.
+	Drift float64 `yaml:"drift"`
 }
 
 // What a command is to the tracking monitor (TrackingConfig.Per).
@@ -483,6 +495,12 @@ func (c *Config) Validate() error {
 	}
 	if tr.Per != TrackingPerSecond && tr.Per != TrackingPerTick {
 		bad("tracking.per", "%q: want %q (a command is a velocity) or %q (a command is one step)", tr.Per, TrackingPerSecond, TrackingPerTick)
+	}
+	if !(tr.Sustained >= 0 && isFinite(tr.Sustained)) {
+		bad("tracking.sustained", "must be a finite number >= 0 (a distance in the position's units; 0: the sustained rule off), got %v", tr.Sustained)
+	}
+	if !(tr.Drift >= 0 && isFinite(tr.Drift)) {
+		bad("tracking.drift", "must be a finite number >= 0 (position units per second), got %v", tr.Drift)
 	}
 	checkAxes("tracking.scale", tr.Scale, true)
 	if len(tr.Lower)+len(tr.Upper) > 0 {

@@ -122,6 +122,9 @@ type Decision struct {
 	// (per: second): the value compared with tracking.tolerance. NaN: not
 	// compared (monitor off, no fresh position, or its model just started).
 	Tracking float64
+	// TrackingSum is the sustained rule's sum at this tick, compared with
+	// tracking.sustained (0 when the rule is off or its model just started).
+	TrackingSum float64
 }
 
 // Status is the gate's state for the API (GET /safety).
@@ -189,6 +192,7 @@ type Guard struct {
 	trk         *tracker      // the tracking monitor (tracking.go)
 	frozen      *frozenCamera // the frozen-camera check (frozen.go)
 	trackNow    float64       // the tracking difference of the latest tick (Decision.Tracking)
+	trackSum    float64       // the sustained rule's sum at the latest tick (Decision.TrackingSum)
 	block       Block         // what a reset would be refused for at the latest tick
 	// refusals rate-limits the log and the events of refused resets and
 	// recoveries: one line (and event) when a cause starts or changes, then
@@ -391,6 +395,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	g.active = f.kind
 	d.Active = f.kind
 	d.Tracking = g.trackNow
+	d.TrackingSum = g.trackSum
 
 	act := actNone
 	tripped := false

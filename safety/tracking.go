@@ -13,7 +13,11 @@ import (
 // clips it) and the arm following the target's velocity through a
 // first-order lag of time constant tracking.response — and, at every
 // fresh arm state, compares the measured displacement over the window with
-// the model's over the same samples.
+// the model's over the same samples. The sustained rule adds up, sample
+// step by sample step, the difference the drift allowance does not cover
+// (a CUSUM), for the error that builds over several steps with none of
+// them past the tolerance: an arm pushed or dragged, which the controller
+// follows through its lag.
 //
 // Commands act between the samples around them: the state read at a tick
 // comes before that tick's write, so its effect shows from the next read
@@ -44,6 +48,10 @@ type tracker struct {
 	window  time.Duration
 	back    int // per: tick: samples back the window reaches
 	tol     float64
+	// The sustained rule (TrackingConfig.Sustained): a CUSUM of each
+	// sample step's difference less drift per second; 0: off.
+	sustained, drift float64
+	sum              float64 // the CUSUM now
 
 	restart bool      // start the model afresh at the next sample
 	live    bool      // the model runs (started from a sample)
@@ -76,6 +84,10 @@ type trackErr struct {
 	span          time.Duration
 	axis          int
 	meas, command float64
+	// sum is the sustained rule's CUSUM after this sample (0 when the
+	// rule is off); sustained: it is above TrackingConfig.Sustained.
+	sum       float64
+	sustained bool
 }
 
 // excess is the difference the timing does not explain: what is compared
@@ -84,7 +96,8 @@ func (e *trackErr) excess() float64 { return max(e.norm-e.slack, 0) }
 
 func newTracker(cfg TrackingConfig, axes int, period time.Duration) *tracker {
 	t := &tracker{on: cfg.Enabled, perTick: cfg.Per == TrackingPerTick, axes: axes, tau: cfg.Response.Seconds(),
-		step: period.Seconds(), window: cfg.Window, tol: cfg.Tolerance, restart: true}
+		step: period.Seconds(), window: cfg.Window, tol: cfg.Tolerance, restart: true,
+		sustained: cfg.Sustained, drift: cfg.Drift}
 	if !t.on {
 		return t
 	}
@@ -151,7 +164,29 @@ func (t *tracker) observe(a *actuators.State, from time.Time, scene bool) (e tra
 	if j < 0 {
 		return e, false
 	}
-	cur := (t.head - 1 + len(t.times)) % len(t.times)
+	size := len(t.times)
+	cur := (t.head - 1 + size) % size
+	t.compare(&e, cur, j)
+	if t.sustained > 0 {
+		prev := (cur - 1 + size) % size
+		one := e
+		if prev != j {
+			t.compare(&one, cur, prev)
+		}
+		dt := t.step
+		if !t.perTick {
+			dt = one.span.Seconds()
+		}
+		t.sum = max(0, t.sum+one.excess()-t.drift*dt)
+		e.sum = t.sum
+		e.sustained = t.sum > t.sustained
+	}
+	return e, e.excess() > t.tol || e.sustained
+}
+
+// compare sets e's difference, allowance, span and worst axis for the
+// measured against the model's displacement from ring sample j to cur.
+func (t *tracker) compare(e *trackErr, cur, j int) {
 	e.span = t.times[cur].Sub(t.times[j])
 	e.slack = t.readSlack[cur] + t.readSlack[j] + t.writeSlack[cur] - t.writeSlack[j]
 	var sum, worst float64
@@ -165,7 +200,6 @@ func (t *tracker) observe(a *actuators.State, from time.Time, scene bool) (e tra
 		}
 	}
 	e.norm = math.Sqrt(sum)
-	return e, e.excess() > t.tol
 }
 
 // wrote takes a write to the arm sent at time at and answered at done: the
@@ -208,6 +242,7 @@ func (t *tracker) start(p []float64, at time.Time) {
 	clear(t.cmd)
 	t.at = at
 	t.slack = 0
+	t.sum = 0
 	t.live, t.restart = true, false
 	t.head, t.n = 0, 0
 	t.push(at, p, 0)

@@ -441,3 +441,120 @@ func TestTrackingTickAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// The sustained rule: an arm dragged off its path by a little under the
+// tolerance each tick (a push the controller follows through its lag) is
+// never over the window's tolerance, and is caught by the sum within a few
+// ticks; normal misses below the drift allowance never add up; the sum
+// restarts with the model.
+func TestTrackerSustained(t *testing.T) {
+	base := TrackingConfig{Window: period, Tolerance: 0.02, Per: TrackingPerTick, Scale: []float64{0.01, 0.01, 0.01}}
+	rule := base
+	rule.Sustained, rule.Drift = 0.01, 0.006/period.Seconds() // 6 mm a tick
+	still := same([]float64{0, 0, 0}, 14)
+	// dragged: from tick 4 on, 1 cm a tick in x (half the tolerance)
+	dragged := from(4, 14, func(k int) []float64 { return []float64{0.01 * float64(k-3), 0, 0} })
+	jitter := from(1, 14, func(k int) []float64 { return []float64{0.004 * float64(k%2), 0, 0} }) // 4 mm back and forth
+	tests := []struct {
+		name   string
+		cfg    TrackingConfig
+		extra  map[int][]float64
+		trip   int // first tick over (−1: none)
+		sumMax float64
+	}{
+		{"dragged, window only", base, dragged, -1, 0},
+		{"dragged, sustained", rule, dragged, 6, 0},
+		{"jitter, sustained", rule, jitter, -1, 1e-12},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Enabled = true
+			tr := newTracker(tc.cfg, 3, period)
+			steps := moves(still, 0.01, tc.extra)
+			first := -1
+			sumMax := 0.0
+			var st actuators.State
+			for k, s := range steps {
+				now := t0.Add(time.Duration(k) * period)
+				st.Time, st.Position = now, s.pos
+				e, over := tr.observe(&st, now, false)
+				if !math.IsNaN(e.norm) && e.excess() > tc.cfg.Tolerance {
+					t.Fatalf("tick %d: window difference %v over the tolerance", k, e.excess())
+				}
+				sumMax = max(sumMax, e.sum)
+				if over && first < 0 {
+					first = k
+					if !e.sustained {
+						t.Errorf("tick %d: over but not sustained", k)
+					}
+				}
+				tr.wrote(now, now, s.cmd)
+			}
+			if first != tc.trip {
+				t.Errorf("first trip at tick %d, want %d", first, tc.trip)
+			}
+			if tc.sumMax > 0 && sumMax > tc.sumMax {
+				t.Errorf("sum reached %v, want at most %v", sumMax, tc.sumMax)
+			}
+		})
+	}
+
+	// The sum restarts with the model (an accepted reset, a scene change).
+	rule.Enabled = true
+	tr := newTracker(rule, 3, period)
+	steps := moves(still, 0.01, dragged)
+	var st actuators.State
+	var e trackErr
+	for k, s := range steps[:6] {
+		now := t0.Add(time.Duration(k) * period)
+		st.Time, st.Position = now, s.pos
+		e, _ = tr.observe(&st, now, false)
+		tr.wrote(now, now, nil)
+	}
+	if !(e.sum > 0) {
+		t.Fatalf("sum %v after the drag began, want > 0", e.sum)
+	}
+	tr.reset()
+	st.Time = st.Time.Add(period)
+	if e, _ = tr.observe(&st, st.Time, false); e.sum != 0 || tr.sum != 0 {
+		t.Errorf("sum %v after a reset, want 0", tr.sum)
+	}
+}
+
+// Through the gate: the sustained stop names itself and its settings, and
+// a reset passes once the halted arm holds still long enough for the sum
+// to drain.
+func TestTrackingSustainedStop(t *testing.T) {
+	cfg := testConfig()
+	cfg.Tracking = TrackingConfig{Enabled: true, Window: period, Tolerance: 0.02, Per: TrackingPerTick,
+		Scale: []float64{0.01, 0.01, 0.01}, Sustained: 0.01, Drift: 0.006 / period.Seconds()}
+	r := newRig(t, cfg)
+	r.armGate()
+	var d Decision
+	for k := 0; k < 3; k++ {
+		d = r.tick(nil)
+		r.follow(d, 0.01)
+	}
+	// dragged 1.5 cm a tick in y, the commands say nothing of it
+	for k := 0; k < 4 && d.State == Running; k++ {
+		r.st.Position[1] += 0.015
+		d = r.tick(nil)
+		r.follow(d, 0.01)
+	}
+	if d.State != Stopped || d.Reason.Kind != KindTracking {
+		t.Fatalf("dragged: state %v reason %v (%s); want stopped by tracking", d.State, d.Reason.Kind, d.Reason.Message)
+	}
+	if m := d.Reason.Message; !strings.Contains(m, "safety.tracking.sustained 0.01") || !strings.Contains(m, "pushed or dragged") {
+		t.Errorf("message %q", m)
+	}
+	if !(d.TrackingSum > 0.01) {
+		t.Errorf("Decision.TrackingSum %v, want > 0.01", d.TrackingSum)
+	}
+	// Held still, the sum drains by the drift each tick; then a reset passes.
+	for k := 0; k < 4; k++ {
+		r.tick(nil)
+	}
+	if err := r.resetAt(nil); err != nil {
+		t.Fatalf("reset with the arm still: %v", err)
+	}
+}

@@ -228,7 +228,7 @@ def onset_line(lines: List[Line], fault_step: int) -> Optional[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--score", default="state_energy", choices=["energy", "centered_energy", "state_energy"])
+    ap.add_argument("--score", default="state_energy", choices=["energy", "centered_energy", "state_energy", "tracking"])
     ap.add_argument("--negatives", nargs="+", required=True, help="level-0 cells (paths without .jsonl)")
     ap.add_argument("--faults", nargs="*", default=[], help="fault cells (paths without .jsonl)")
     ap.add_argument("--rule", action="append", default=[], help="n_of_m:N:M:T or cusum:T:SCALE:DRIFT:LIMIT")

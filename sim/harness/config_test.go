@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 // The Meta-World arm's tracking block: on, one step per command of 1 cm per
 // unit, the task's mocap box, a response of four steps and a window of one
-// at the loop's period, the default tolerance; a valid configuration for
+// at the loop's period, the default tolerance, the sustained rule; a valid configuration for
 // the bridge's three axes.
 func TestMetaWorldTracking(t *testing.T) {
 	tests := []struct {
@@ -29,6 +30,10 @@ func TestMetaWorldTracking(t *testing.T) {
 			if !tr.Enabled || tr.Per != safety.TrackingPerTick || !slices.Equal(tr.Scale, []float64{0.01, 0.01, 0.01}) ||
 				tr.Window != tt.period || tr.Response != 4*tt.period || tr.Tolerance != safety.DefaultTracking().Tolerance {
 				t.Errorf("tracking %+v", tr)
+			}
+			// the sustained rule: 1 cm beyond 6 mm a step, whatever the rate
+			if tr.Sustained != 0.01 || math.Abs(tr.Drift*tt.period.Seconds()-0.006) > 1e-12 {
+				t.Errorf("sustained %v, drift %v per second at %v", tr.Sustained, tr.Drift, tt.period)
 			}
 			if !slices.Equal(tr.Lower, []float64{-0.5, 0.40, tt.floor}) || !slices.Equal(tr.Upper, []float64{0.5, 1, 0.5}) {
 				t.Errorf("box %v – %v", tr.Lower, tr.Upper)

@@ -70,6 +70,10 @@ type Flags struct {
 	Chunking         string
 	ChunkingStrength float64
 	ChunkingSoft     int // --chunking-soft
+	// WarmSigma and WarmSteps are --warm-sigma and --warm-steps: the
+	// runtime's loop.warm_start (sigma 0: off).
+	WarmSigma float64
+	WarmSteps int
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -97,6 +101,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
 	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
 	fs.IntVar(&f.ChunkingSoft, "chunking-soft", -1, "real-time chunking: how many actions after the held ones get decaying weights (-1: the whole overlap; 0: none)")
+	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: off (docs/engines.md)")
+	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 
@@ -156,6 +162,9 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.Rate > 0) || math.IsInf(f.Rate, 0) {
 		bad("--rate %g: must be a positive control rate in Hz (e.g. 10)", f.Rate)
+	}
+	if !(f.WarmSigma >= 0) || math.IsInf(f.WarmSigma, 0) || f.WarmSteps < 0 {
+		bad("--warm-sigma %g --warm-steps %d: want a σ of the bundle's schedule (0: off) and 0 (half of K) or more steps", f.WarmSigma, f.WarmSteps)
 	}
 	if m, err := engines.ParseGuideMode(f.Chunking); err != nil {
 		bad("--chunking %q: want off, noisy or denoised", f.Chunking)

@@ -185,6 +185,9 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 		}
 		if tracking {
 			line["tracking"] = nanNull(d.Tracking)
+			if cfg.Safety.Tracking.Sustained > 0 {
+				line["tracking_sum"] = d.TrackingSum
+			}
 			if x := d.Tracking; d.State == safety.Running && !math.IsNaN(x) && (math.IsNaN(trackMax) || x > trackMax) {
 				trackMax = x
 			}
