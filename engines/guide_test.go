@@ -285,3 +285,50 @@ func TestSampleGuidedInpaintsDDIM(t *testing.T) {
 		t.Errorf("strength 2 on DDIM: err %v, want a refusal", err)
 	}
 }
+
+// A planner's sampler (ActionsOnly) returns the same actions from the same
+// noise with one backend call fewer per sample (no energy at γ, no
+// references) and NaN energies; Score still scores.
+func TestSamplerActionsOnly(t *testing.T) {
+	b := loadQuad(t)
+	for name, be := range map[string]engines.Backend{"go": &enginestest.Backend{}, "ort": newORT(t)} {
+		t.Run(name, func(t *testing.T) {
+			cond, z := testInputs(3)
+			full, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: 10, Noise: fixedNoise(z)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer full.Close()
+			plan, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: 10, Noise: fixedNoise(z), ActionsOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer plan.Close()
+			var want, got engines.Result
+			if err := full.Sample(cond, &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.Sample(cond, &got); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want.Actions {
+				if got.Actions[i] != want.Actions[i] {
+					t.Fatalf("action[%d] = %v, full sampler %v", i, got.Actions[i], want.Actions[i])
+				}
+			}
+			if sc := got.Score; !math.IsNaN(float64(sc.Energy)) || !math.IsNaN(float64(sc.CenteredEnergy)) {
+				t.Errorf("planner score %+v, want NaN energies", sc)
+			}
+			if f, p := full.Stats().BackendCalls, plan.Stats().BackendCalls; p != 10 || f <= p {
+				t.Errorf("backend calls: planner %d (want the 10 steps), full sampler %d", p, f)
+			}
+			sc, err := plan.Score(want.Actions, cond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(float64(sc.Energy-want.Score.Energy)) > 1e-5*math.Max(1, math.Abs(float64(want.Score.Energy))) {
+				t.Errorf("planner's Score energy %v, full sampler's sample energy %v", sc.Energy, want.Score.Energy)
+			}
+		})
+	}
+}

@@ -50,6 +50,13 @@ type SamplerOptions struct {
 	// runtimes whose stop rule uses the plain "energy" score. A policy
 	// without an energy (diffusion) never evaluates references.
 	NoReferences bool
+	// ActionsOnly is for a planner, whose energies nobody reads (the
+	// runtime scores the committed chunk with a sampler of its own): a
+	// sample is the K Euler steps alone, with no energy at γ and no
+	// reference energies (NoReferences implied), and Result.Score is NaN
+	// throughout. Score and StateEnergy still evaluate what they are asked.
+	// A fused engine returns its energy anyway; a diffusion policy has none.
+	ActionsOnly bool
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -155,6 +162,18 @@ type Sampler struct {
 
 	// Diffusion (policy "diffusion"): the DDIM steps of the current S, the
 	// clip bound (0: none) and the error Score returns.
+	// actionsOnly: SamplerOptions.ActionsOnly (no energy at γ after the
+	// steps; the energies of a sample are NaN).
+	actionsOnly bool
+
+	// SampleWarm's start (warm.go): set for the duration of a warm sample,
+	// the standardized plan wx0 (rowLen) noised to wsigma and integrated
+	// over wts/wscales.
+	warming      bool
+	wsigma       float64
+	wts, wscales []float32
+	wx0          []float32
+
 	diffusion bool
 	ddim      []ddimStep
 	clip      float32
@@ -198,13 +217,13 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 		batch: batch, rowLen: m.PredHorizon * m.ActionDim, condDim: m.CondDim,
 		sched: m.Schedule,
 		mean:  m.ActionNorm.Mean, std: m.ActionNorm.Std,
-		diffusion: !m.HasEnergy(),
+		diffusion: !m.HasEnergy(), actionsOnly: opts.ActionsOnly && m.HasEnergy(),
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	refs := m.ReferenceActions
-	if opts.NoReferences || s.diffusion {
+	if opts.NoReferences || opts.ActionsOnly || s.diffusion {
 		refs = nil
 	}
 	if s.diffusion {
@@ -226,6 +245,7 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 	s.z = make([]float32, batch*s.rowLen)
 	s.condBuf = make([]float32, batch*s.condDim)
 	s.fusedEnergy = make([]float32, batch)
+	s.wx0 = make([]float32, s.rowLen)
 
 	stepSpec, err := b.GraphSpec(m.PolicyGraph(), batch)
 	if err != nil {
@@ -421,13 +441,21 @@ func (s *Sampler) run(cond, z []float32) error {
 		s.stats.TotalTime += time.Since(start)
 		return nil
 	}
-	sigmaMax := float32(s.sched.SigmaMax)
+	sigma0, ts, scales := float32(s.sched.SigmaMax), s.ts, s.scales
+	if s.warming {
+		sigma0, ts, scales = float32(s.wsigma), s.wts, s.wscales
+	}
 	if s.fused != nil {
 		for i, v := range z {
-			s.a[i] = sigmaMax * v
+			s.a[i] = sigma0 * v
+		}
+		if s.warming {
+			for i, v := range s.wx0 {
+				s.a[i] += v
+			}
 		}
 		t0 := time.Now()
-		err := s.fused.SampleFused(s.batch, s.a, cond, s.ts, s.scales, float32(s.sched.Gamma), s.fusedEnergy)
+		err := s.fused.SampleFused(s.batch, s.a, cond, ts, scales, float32(s.sched.Gamma), s.fusedEnergy)
 		s.countBackend(t0)
 		if err != nil {
 			return fmt.Errorf("engines: fused sampling: %w", err)
@@ -437,14 +465,19 @@ func (s *Sampler) run(cond, z []float32) error {
 		grad := s.stepOut[0]
 		copy(c, cond)
 		for i, v := range z {
-			a[i] = sigmaMax * v
+			a[i] = sigma0 * v
 		}
-		for k, tk := range s.ts {
+		if s.warming {
+			for i, v := range s.wx0 {
+				a[i] += v
+			}
+		}
+		for k, tk := range ts {
 			fill(t, tk)
 			if err := s.runStep(); err != nil {
-				return fmt.Errorf("engines: Euler step %d of %d: %w", k, s.steps, err)
+				return fmt.Errorf("engines: Euler step %d of %d: %w", k, len(ts), err)
 			}
-			scale := s.scales[k]
+			scale := scales[k]
 			if s.guiding {
 				s.guidedEuler(a, grad, scale, s.sig2[k])
 				continue
@@ -457,9 +490,13 @@ func (s *Sampler) run(cond, z []float32) error {
 			}
 		}
 		copy(s.a, a)
-		fill(t, float32(s.sched.Gamma))
-		if err := s.runStep(); err != nil {
-			return fmt.Errorf("engines: energy at gamma: %w", err)
+		if s.actionsOnly {
+			fill(s.energy, float32(math.NaN()))
+		} else {
+			fill(t, float32(s.sched.Gamma))
+			if err := s.runStep(); err != nil {
+				return fmt.Errorf("engines: energy at gamma: %w", err)
+			}
 		}
 	}
 	if err := s.runRefs(cond); err != nil {

@@ -128,7 +128,11 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 	a.closers = append(a.closers, a.backend.Close)
 	sopts := engines.SamplerOptions{Steps: cfg.Policy.Steps, Seed: cfg.Policy.Seed, Logger: log.With("part", "sampler")}
-	if a.sampler, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
+	// The planner's energies go unread (the re-scoring sampler scores the
+	// committed chunk every tick): its samples are the Euler steps alone.
+	popts := sopts
+	popts.ActionsOnly = true
+	if a.sampler, err = engines.NewSampler(a.bundle, a.backend, popts); err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
@@ -850,6 +854,22 @@ func (s delayedSampler) Sample(cond []float32, dst *engines.Result) error {
 func (s delayedSampler) SampleGuided(cond []float32, g *engines.Guide, dst *engines.Result) error {
 	time.Sleep(s.d)
 	return s.PolicySampler.SampleGuided(cond, g, dst)
+}
+
+func (s delayedSampler) SampleWarm(cond []float32, w *engines.Warm, dst *engines.Result) error {
+	ws, ok := s.PolicySampler.(warmSampler)
+	if !ok {
+		return fmt.Errorf("runtime: this sampler (%T) has no warm start", s.PolicySampler)
+	}
+	time.Sleep(s.d)
+	return ws.SampleWarm(cond, w, dst)
+}
+
+func (s delayedSampler) Steps() int {
+	if ss, ok := s.PolicySampler.(stepsSampler); ok {
+		return ss.Steps()
+	}
+	return 0
 }
 
 func (c controller) Recover(ctx context.Context, actor, mode string) error {

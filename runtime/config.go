@@ -104,6 +104,9 @@ type LoopConfig struct {
 	// Chunking is real-time chunking: each plan sampled with the actions
 	// the arm executes meanwhile held (engines.Guide).
 	Chunking ChunkingConfig `yaml:"realtime_chunking"`
+	// Warm is the warm start: each plan after the first starts from the
+	// committed prediction instead of pure noise (engines.Warm).
+	Warm WarmConfig `yaml:"warm_start"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
@@ -134,6 +137,20 @@ type ChunkingConfig struct {
 	// before a plan lands (weight 1); 0 (default): the periods the
 	// measured inference latency spans, at least 1. At most T_a.
 	Delay int `yaml:"delay"`
+}
+
+// WarmConfig is loop.warm_start: a plan starts from the committed
+// prediction, shifted by the periods elapsed since its observation and
+// noised to Sigma, and integrates Steps Euler steps from there to γ
+// (engines.SampleWarm; docs/engines.md, "Warm starts"). The first plan of
+// an episode, and any plan whose predecessor has run out, start cold.
+type WarmConfig struct {
+	// Sigma is the noise level the committed plan is noised to, within
+	// the bundle's schedule (above σ(γ), at most σ_max); 0 (default): off.
+	Sigma float64 `yaml:"sigma"`
+	// Steps is the Euler steps from Sigma to γ, 1 to the sampler's K;
+	// 0 with Sigma set: half of K, at least 1.
+	Steps int `yaml:"steps"`
 }
 
 // RecordingConfig controls episode recording in HDF5.
@@ -274,6 +291,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Loop.Chunking.Delay < 0 {
 		add("loop", fmt.Errorf("realtime_chunking.delay: %d is negative", c.Loop.Chunking.Delay))
+	}
+	if w := c.Loop.Warm; !(w.Sigma >= 0 && !math.IsInf(w.Sigma, 0)) || w.Steps < 0 {
+		add("loop", fmt.Errorf("warm_start: sigma %v, steps %d: want sigma 0 (off) or a noise level of the bundle's schedule, steps 0 (half of K) or more", w.Sigma, w.Steps))
+	} else if w.Sigma > 0 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
+		add("loop", fmt.Errorf("warm_start and realtime_chunking (mode %s) are both on: use one (a warm start already begins at the committed plan)", c.Loop.Chunking.Mode))
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

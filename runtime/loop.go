@@ -183,6 +183,7 @@ type Loop struct {
 	// it was that chunk's first, and the replaced chunk's actions aligned
 	// with the newest chunk's window (rows prevFirst … prevFirst+prevN−1).
 	chunking         ChunkingConfig
+	warm             warmSampler // loop.warm_start on: the sampler's warm start (warm.go)
 	joins            joinMeter
 	execSeq          int64
 	execFresh        bool
@@ -297,6 +298,9 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	l.pred = make([]float32, l.tp*l.dim)
 	l.infer = newInferWorker(d.Cond.Dim())
 	if err := l.setChunking(d.Config.Loop.Chunking, d.Sampler); err != nil {
+		return nil, err
+	}
+	if err := l.setWarm(d.Config.Loop.Warm, d.Sampler); err != nil {
 		return nil, err
 	}
 	if d.Scorer != nil {
@@ -482,7 +486,11 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		l.infer.run(ctx, func(j *inferJob) {
 			t0 := time.Now()
-			j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
+			if j.useWarm {
+				j.err = l.warm.SampleWarm(j.cond, j.warm, &j.res)
+			} else {
+				j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
+			}
 			if j.err == nil {
 				l.recordSample(time.Since(t0))
 			}
@@ -594,6 +602,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.fillGuide(l.infer.job.guide, l.obs.newest)
+			l.infer.job.useWarm = l.fillWarm(l.infer.job, l.obs.newest)
 			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {
@@ -816,18 +825,7 @@ func (l *Loop) condFailed(now time.Time, err error) {
 // plan shifted by the steps elapsed since its observation, the last action
 // repeated past its end (as Diffusion Policy pads).
 func (l *Loop) fillScoreWindow(now time.Time) {
-	e := int((now.Sub(l.predTime) + l.period/2) / l.period)
-	if e < 0 {
-		e = 0
-	}
-	dst := l.score.job.actions
-	for i := 0; i < l.tp; i++ {
-		src := e + i
-		if src > l.tp-1 {
-			src = l.tp - 1
-		}
-		copy(dst[i*l.dim:(i+1)*l.dim], l.pred[src*l.dim:(src+1)*l.dim])
-	}
+	l.shiftPlan(l.score.job.actions, max(0, int((now.Sub(l.predTime)+l.period/2)/l.period)))
 }
 
 // takeScore copies a finished re-score into scores. Its StateEnergy

@@ -150,6 +150,7 @@ type harnessOptions struct {
 	// chunking is loop.realtime_chunking (zero: the default); sampler, when
 	// set, wraps the fake sampler the harness made (dim: D_a).
 	chunking ChunkingConfig
+	warm     WarmConfig // loop.warm_start (zero: off)
 	sampler  func(f *fakeSampler, dim int) PolicySampler
 	// onStop and expectedShutdown are LoopDeps'; logger the gate's and
 	// the loop's.
@@ -191,6 +192,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 	if o.bridge != "" {
 		cfg.Loop.Bridge = o.bridge
 	}
+	cfg.Loop.Warm = o.warm
 	if o.chunking != (ChunkingConfig{}) {
 		cfg.Loop.Chunking = o.chunking
 	}

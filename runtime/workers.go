@@ -110,6 +110,8 @@ func (w *worker[J]) wait(deadline <-chan time.Time) *J {
 type inferJob struct {
 	cond    []float32
 	guide   *engines.Guide // nil: real-time chunking is off
+	warm    *engines.Warm  // nil: warm starts are off
+	useWarm bool           // this plan starts from warm (fillWarm)
 	obsTime time.Time
 	start   time.Time
 	res     engines.Result

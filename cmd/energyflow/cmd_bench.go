@@ -91,6 +91,7 @@ type benchReport struct {
 	CPUms          float64 `json:"cpu_ms_per_sample"` // process CPU time (user+sys) per sample call
 	Fused          bool    `json:"fused"`
 	References     int     `json:"references"`
+	Planner        bool    `json:"planner,omitempty"` // --planner: the K Euler steps alone, as the runtime plans
 	// Vision is one entry per image input: the vision graph on one
 	// preprocessed frame, which the runtime runs per camera frame, outside
 	// the sample call.
@@ -303,8 +304,9 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	seed := fs.Uint64("seed", 0, "noise seed")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noRefs := fs.Bool("no-references", false, "skip the M reference energies (centered reward) in the final call")
+	planner := fs.Bool("planner", false, "time the sample as the runtime's planner runs it: the K Euler steps alone (no energy at γ, no references; the rescore stage still scores)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame. A stage table gives p50/p90 of the stages the runtime records:\ncamera_decode (a synthetic JPEG of the camera's size), preprocess and encoder per frame,\nsample per sample call and sample_step = sample / steps, rescore (the committed chunk's\nenergies, as the runtime re-scores it every tick) and state_term (the state graph).\n\nflags:")
+		fmt.Fprintln(env.stderr, "usage: energyflow bench --bundle DIR [--steps K] [--backend ort|trt] [--batch N] [--n N] [--planner]\n\nTimes whole samples (K Euler steps, the energy at γ and the reference energies; for a\ndiffusion bundle S DDIM steps) and prints p50/p90/p99 latency, the share of time\noutside the backend and allocations; for a bundle with image inputs, also the vision\ngraph per camera frame. A stage table gives p50/p90 of the stages the runtime records:\ncamera_decode (a synthetic JPEG of the camera's size), preprocess and encoder per frame,\nsample per sample call and sample_step = sample / steps, rescore (the committed chunk's\nenergies, as the runtime re-scores it every tick) and state_term (the state graph).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -329,7 +331,8 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 		return exitFailure
 	}
 	defer be.Close()
-	s, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: *steps, Batch: *batch, Seed: *seed, NoReferences: *noRefs, Logger: log})
+	s, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: *steps, Batch: *batch, Seed: *seed, NoReferences: *noRefs,
+		ActionsOnly: *planner, Logger: log})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "energyflow bench: %v\n", err)
 		return exitFailure
@@ -375,9 +378,10 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 		BytesPerCall:   float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(*n),
 		CPUms:          ms(cpu) / float64(*n),
 	}
-	if *noRefs || !s.HasEnergy() {
+	if *noRefs || *planner || !s.HasEnergy() {
 		rep.References = 0
 	}
+	rep.Planner = *planner && s.HasEnergy()
 	rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs = percentiles(lat)
 	if rep.Vision, rep.Stages, err = benchVision(b, be, *n, *warmup); err != nil {
 		fmt.Fprintf(env.stderr, "energyflow bench: %v\n", err)
@@ -408,9 +412,12 @@ func cmdBench(ctx context.Context, env *cliEnv, args []string) int {
 	w := env.stdout
 	fmt.Fprintf(w, "bundle    %s (%s)\n", b.Manifest.Name, b.Dir)
 	fmt.Fprintf(w, "backend   %s%s\n", desc, map[bool]string{true: ", fused sampler", false: ""}[rep.Fused])
-	if s.HasEnergy() {
+	switch {
+	case rep.Planner:
+		fmt.Fprintf(w, "sampling  K=%d batch=%d n=%d (warm-up %d); per sample: K ∇E calls, as the runtime's planner (no energy at γ, no references)\n", rep.Steps, rep.Batch, rep.N, *warmup)
+	case s.HasEnergy():
 		fmt.Fprintf(w, "sampling  K=%d batch=%d n=%d (warm-up %d); per sample: K ∇E calls, the energy at γ, %d reference rows in one call\n", rep.Steps, rep.Batch, rep.N, *warmup, rep.References)
-	} else {
+	default:
 		fmt.Fprintf(w, "sampling  DDIM S=%d batch=%d n=%d (warm-up %d); per sample: S eps calls (policy %s: no energy, no references)\n", rep.Steps, rep.Batch, rep.N, *warmup, b.Manifest.Policy)
 	}
 	fmt.Fprintf(w, "latency   p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  (mean %.2f, min %.2f)\n", rep.P50ms, rep.P90ms, rep.P99ms, rep.MeanMs, rep.MinMs)

@@ -3,8 +3,9 @@ research/rtc/results/) as one Markdown table: success with Wilson 95 %
 intervals, the issue's join measure (median over episodes of each episode's
 largest change of the commanded velocity at a chunk boundary, against the
 median change inside a chunk), the plan switch at a boundary (the new chunk's
-first action against what the replaced chunk had planned for that tick) and
-the stops.
+first action against what the replaced chunk had planned for that tick), how
+plans start (cold, or warm from the committed plan: ``--warm-sigma``), the
+plans' latency and the stops.
 
     .venv/bin/python -m research.rtc.table research/rtc/results/*.json
 """
@@ -33,23 +34,35 @@ def chunking(s: dict) -> str:
     return out + ("" if soft == -1 else f", soft {soft}")
 
 
+def start(s: dict) -> str:
+    """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps)."""
+    sig = s.get("warm_sigma")
+    if not sig:
+        return "cold"
+    steps = s.get("warm_steps") or "K/2"
+    return f"warm σ {sig:g}, {steps} steps"
+
+
 def row(s: dict) -> str:
     lo, hi = wilson(s["successes"], s["episodes"])
     stops = ", ".join(f"{k} {v}" for k, v in sorted(s.get("trips", {}).items())) or "none"
     ratio = _f(s.get("join_ratio"), "×{:.1f}")
     return (f"| {s['task']} | {s['rate_hz']:g} Hz, K={s['steps_k'] or '–'} | {s.get('delay_periods', 0):g} | {chunking(s)} "
+            f"| {start(s)} "
             f"| {s['successes']}/{s['episodes']} [{lo * 100:.0f}–{hi * 100:.0f} %] "
             f"| {_f(s.get('join_max_median'))} / {_f(s.get('join_inside_median'))} ({ratio}) "
             f"| {_f(s.get('switch_max_median'))} / {_f(s.get('switch_median_median'))} "
-            f"| {_f(s.get('inference_p50_ms'), '{:.0f}')} | {stops} |")
+            f"| {_f(s.get('inference_p50_ms'), '{:.0f}')} / {_f(s.get('inference_p90_periods'), '{:.2f}')} | {stops} |")
 
 
 def table(paths: Sequence[Path]) -> List[str]:
-    out = ["| task | rate, K | delay (periods) | real-time chunking | success [Wilson 95 %] "
-           "| largest boundary jump / inside step (ratio) | plan switch: largest / median | plan p50 (ms) | stops |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| task | rate, K | delay (periods) | real-time chunking | plans start | success [Wilson 95 %] "
+           "| largest boundary jump / inside step (ratio) | plan switch: largest / median "
+           "| plan p50 (ms) / p90 (periods) | stops |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     rows = [json.loads(Path(p).read_text()) for p in paths]
-    rows.sort(key=lambda s: (s["task"], s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s)))
+    rows.sort(key=lambda s: (s["task"], s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s),
+                             start(s)))
     out += [row(s) for s in rows]
     return out
 

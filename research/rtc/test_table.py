@@ -8,6 +8,7 @@ def summary(**kw):
     s = {"task": "assembly", "rate_hz": 20, "steps_k": 0, "episodes": 20, "successes": 19, "delay_periods": 2,
          "chunking": "denoised", "chunking_strength": 1, "join_max_median": 0.25, "join_inside_median": 0.05,
          "join_ratio": 5.0, "switch_max_median": 0.1, "switch_median_median": 0.02, "inference_p50_ms": 131.2,
+         "inference_p90_periods": 3.14,
          "trips": {"energy": 1}}
     s.update(kw)
     return s
@@ -19,7 +20,13 @@ def test_rows_sorted_and_formatted(tmp_path):
     b.write_text(json.dumps(summary(chunking="off", join_ratio=None, trips={})))
     head, rule, off, on = table([a, b])
     assert head.startswith("| task |") and rule.startswith("|---")
-    assert off.startswith("| assembly | 20 Hz, K=– | 2 | off | 19/20 [76–99 %] | 0.250 / 0.050 (–) |")
-    assert on.endswith("| 0.100 / 0.020 | 131 | energy 1 |")
+    assert off.startswith("| assembly | 20 Hz, K=– | 2 | off | cold | 19/20 [76–99 %] | 0.250 / 0.050 (–) |")
+    assert on.endswith("| 0.100 / 0.020 | 131 / 3.14 | energy 1 |")
     assert "| denoised 1 |" in on
 
+
+
+def test_warm_start_column(tmp_path):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(summary(chunking="off", warm_sigma=1.0, warm_steps=5)))
+    assert "| off | warm σ 1, 5 steps | 19/20" in table([a])[2]

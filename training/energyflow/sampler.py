@@ -119,6 +119,34 @@ class Guide:
             raise ValueError("guide weights: want finite values in [0, 1]")
 
 
+@dataclass
+class Warm:
+    """A warm start (Go ``engines.Warm``): ``actions`` [T_p,D_a] un-standardized
+    (the committed plan shifted to the new observation), noised to ``sigma``
+    (above sigma(gamma), at most sigma_max), then ``steps`` Euler steps to gamma."""
+
+    actions: np.ndarray
+    sigma: float
+    steps: int
+
+
+def warm_schedule(schedule: Schedule, sigma: float, steps: int) -> Tuple[np.ndarray, np.ndarray]:
+    """float32 t_k and c_k of ``steps`` Euler steps from the time where sigma(t) = ``sigma``
+    down to gamma (Go ``Schedule.WarmSteps``); at sigma_max, ``step_schedule``'s."""
+    lo = schedule.sigma(schedule.gamma)
+    if not (lo < sigma <= schedule.sigma_max):
+        raise ValueError(f"warm-start sigma {sigma}: want above sigma(gamma) = {lo:.4g}, at most sigma_max = {schedule.sigma_max}")
+    if steps < 1:
+        raise ValueError(f"warm-start steps {steps}: want at least 1")
+    start = schedule.T
+    if sigma < schedule.sigma_max:
+        start = schedule.T * math.log(sigma / schedule.sigma_min) / math.log(schedule.sigma_max / schedule.sigma_min)
+    dt = (start - schedule.gamma) / steps
+    ts = [start - float(k * dt) for k in range(steps)]
+    return (np.asarray(ts, np.float32),
+            np.asarray([dt * 0.5 * schedule.dsig2dt(t) for t in ts], np.float32))
+
+
 def chunk_weights(pred_horizon: int, start: int, delay: int, overlap: int) -> np.ndarray:
     """RTC's mask (Go ``engines.ChunkWeights``): 1 on the first ``delay`` of the
     ``overlap`` committed actions from prediction index ``start``, then
@@ -174,13 +202,24 @@ def centered_reward(fn: EnergyGradFn, actions_std: np.ndarray, cond: np.ndarray,
 
 def sample(fn: EnergyGradFn, cond: np.ndarray, noise: np.ndarray, schedule: Schedule, steps: int,
            action_mean: Optional[np.ndarray] = None, action_std: Optional[np.ndarray] = None,
-           ref_actions: Optional[np.ndarray] = None, guide: Optional[Guide] = None) -> SampleResult:
+           ref_actions: Optional[np.ndarray] = None, guide: Optional[Guide] = None,
+           warm: Optional[Warm] = None) -> SampleResult:
     """Algorithm 2. ``cond`` [B,C], ``noise`` z [B,T_p,D_a] standard normal; with
-    ``guide`` (needs the action norm), real-time chunking on every row."""
+    ``guide`` (needs the action norm), real-time chunking on every row; with ``warm``
+    (needs the action norm; ``steps`` is then ignored), from the warm start."""
     cond = np.asarray(cond, np.float32)
     a = np.float32(schedule.sigma_max) * np.asarray(noise, np.float32)
     B = a.shape[0]
-    ts, cs = step_schedule(schedule, steps)
+    if warm is None:
+        ts, cs = step_schedule(schedule, steps)
+    else:
+        if guide is not None or action_mean is None or action_std is None:
+            raise ValueError("a warm start needs the action norm and no guide")
+        ts, cs = warm_schedule(schedule, warm.sigma, warm.steps)
+        steps = warm.steps
+        x0 = ((np.asarray(warm.actions, np.float32) - np.asarray(action_mean, np.float32))
+              / np.asarray(action_std, np.float32)).astype(np.float32)
+        a = (x0 + np.float32(warm.sigma) * np.asarray(noise, np.float32)).astype(np.float32)
     s2 = step_sigma2(schedule, steps)
     if guide is not None:
         if action_mean is None or action_std is None:

@@ -1,0 +1,76 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/energyflow/edge/engines"
+)
+
+// warmSampler is implemented by *engines.Sampler: a sample from a warm
+// start (engines.SampleWarm).
+type warmSampler interface {
+	SampleWarm(cond []float32, w *engines.Warm, dst *engines.Result) error
+}
+
+// stepsSampler is implemented by *engines.Sampler: its K.
+type stepsSampler interface{ Steps() int }
+
+// setWarm checks loop.warm_start against the bundle and the sampler and,
+// when it is on, gives the inference job its warm start.
+func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
+	if c.Sigma == 0 {
+		return nil
+	}
+	m := l.d.Manifest
+	if !m.HasEnergy() {
+		return fmt.Errorf("runtime: loop.warm_start needs an energy policy's Euler steps; bundle %q is %q: set warm_start.sigma to 0", m.Name, m.Policy)
+	}
+	ws, ok := s.(warmSampler)
+	if !ok {
+		return fmt.Errorf("runtime: loop.warm_start: this sampler (%T) has no warm start", s)
+	}
+	steps := c.Steps
+	k := 0
+	if ss, ok := s.(stepsSampler); ok {
+		k = ss.Steps()
+	}
+	if steps == 0 {
+		steps = max(1, k/2)
+	}
+	if k > 0 && steps > k {
+		return fmt.Errorf("runtime: loop.warm_start.steps %d: more than the sampler's K = %d (a warm start integrates part of the schedule)", steps, k)
+	}
+	if err := engines.CheckWarm(m.Schedule, c.Sigma, steps); err != nil {
+		return fmt.Errorf("runtime: loop.%w", err)
+	}
+	l.warm = ws
+	l.infer.job.warm = &engines.Warm{Actions: make([]float32, l.tp*l.dim), Sigma: c.Sigma, Steps: steps}
+	return nil
+}
+
+// fillWarm decides whether the plan for the observation at obsTime starts
+// warm: with a warm start configured and a committed prediction that still
+// reaches that time, it writes the prediction shifted to obsTime into the
+// job's warm start and returns true.
+func (l *Loop) fillWarm(j *inferJob, obsTime time.Time) bool {
+	if j.warm == nil || !l.havePred {
+		return false
+	}
+	e := int((obsTime.Sub(l.predTime) + l.period/2) / l.period)
+	if e < 0 || e >= l.tp {
+		return false
+	}
+	l.shiftPlan(j.warm.Actions, e)
+	return true
+}
+
+// shiftPlan writes into dst (T_p×D_a) the committed prediction shifted by
+// e periods, its last action repeated past its end (as Diffusion Policy
+// pads).
+func (l *Loop) shiftPlan(dst []float32, e int) {
+	for i := 0; i < l.tp; i++ {
+		src := min(e+i, l.tp-1)
+		copy(dst[i*l.dim:(i+1)*l.dim], l.pred[src*l.dim:(src+1)*l.dim])
+	}
+}
