@@ -30,3 +30,16 @@ def test_warm_start_column(tmp_path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(summary(chunking="off", warm_sigma=1.0, warm_steps=5)))
     assert "| off | warm σ 1, 5 steps | 19/20" in table([a])[2]
+
+
+def test_bench_table(tmp_path):
+    from research.rtc.bench_table import table as bench_table
+    (tmp_path / "dp-ddim20.json").write_text(json.dumps({"bundle": "x/dp", "steps": 20, "p50_ms": 20.0, "p90_ms": 22.0}))
+    (tmp_path / "a.json").write_text(json.dumps({"bundle": "b/metaworld-a", "steps": 10, "p50_ms": 30.0, "p90_ms": 31.0,
+                                                 "references": 16}))
+    (tmp_path / "b.json").write_text(json.dumps({"bundle": "b/metaworld-a", "steps": 10, "p50_ms": 15.0, "p90_ms": 16.0,
+                                                 "references": 0, "planner": True}))
+    lines = bench_table(sorted(tmp_path.glob("*.json")))
+    assert lines[0].startswith("Diffusion Policy, DDIM S=20 (same trunk): p50 20.0 ms")
+    assert lines[4] == "| metaworld-a | 10 | full: K steps, energy at γ, 16 references | 30.0 | 31.0 | 1.50 |"
+    assert lines[5] == "| metaworld-a | 10 | planner: the K steps | 15.0 | 16.0 | 0.75 |"

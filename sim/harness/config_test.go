@@ -31,8 +31,8 @@ func TestMetaWorldTracking(t *testing.T) {
 				tr.Window != tt.period || tr.Response != 4*tt.period || tr.Tolerance != safety.DefaultTracking().Tolerance {
 				t.Errorf("tracking %+v", tr)
 			}
-			// the sustained rule: 1 cm beyond 6 mm a step, whatever the rate
-			if tr.Sustained != 0.01 || math.Abs(tr.Drift*tt.period.Seconds()-0.006) > 1e-12 {
+			// the sustained rule: 1.5 cm beyond 6 mm a step, whatever the rate
+			if tr.Sustained != 0.015 || math.Abs(tr.Drift*tt.period.Seconds()-0.006) > 1e-12 {
 				t.Errorf("sustained %v, drift %v per second at %v", tr.Sustained, tr.Drift, tt.period)
 			}
 			if !slices.Equal(tr.Lower, []float64{-0.5, 0.40, tt.floor}) || !slices.Equal(tr.Upper, []float64{0.5, 1, 0.5}) {
