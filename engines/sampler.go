@@ -160,8 +160,6 @@ type Sampler struct {
 	guide   guideState
 	guiding bool
 
-	// Diffusion (policy "diffusion"): the DDIM steps of the current S, the
-	// clip bound (0: none) and the error Score returns.
 	// actionsOnly: SamplerOptions.ActionsOnly (no energy at γ after the
 	// steps; the energies of a sample are NaN).
 	actionsOnly bool
@@ -174,6 +172,8 @@ type Sampler struct {
 	wts, wscales []float32
 	wx0          []float32
 
+	// Diffusion (policy "diffusion"): the DDIM steps of the current S, the
+	// clip bound (0: none) and the error Score returns.
 	diffusion bool
 	ddim      []ddimStep
 	clip      float32
@@ -446,14 +446,7 @@ func (s *Sampler) run(cond, z []float32) error {
 		sigma0, ts, scales = float32(s.wsigma), s.wts, s.wscales
 	}
 	if s.fused != nil {
-		for i, v := range z {
-			s.a[i] = sigma0 * v
-		}
-		if s.warming {
-			for i, v := range s.wx0 {
-				s.a[i] += v
-			}
-		}
+		s.initial(s.a, z, sigma0)
 		t0 := time.Now()
 		err := s.fused.SampleFused(s.batch, s.a, cond, ts, scales, float32(s.sched.Gamma), s.fusedEnergy)
 		s.countBackend(t0)
@@ -464,14 +457,7 @@ func (s *Sampler) run(cond, z []float32) error {
 		a, c, t := s.stepIn[0], s.stepIn[1], s.stepIn[2]
 		grad := s.stepOut[0]
 		copy(c, cond)
-		for i, v := range z {
-			a[i] = sigma0 * v
-		}
-		if s.warming {
-			for i, v := range s.wx0 {
-				a[i] += v
-			}
-		}
+		s.initial(a, z, sigma0)
 		for k, tk := range ts {
 			fill(t, tk)
 			if err := s.runStep(); err != nil {
@@ -505,6 +491,19 @@ func (s *Sampler) run(cond, z []float32) error {
 	s.stats.Samples++
 	s.stats.TotalTime += time.Since(start)
 	return nil
+}
+
+// initial writes the sample's start into a: sigma0·z, plus the
+// standardized plan of a warm start (a batch-1 sampler's only row).
+func (s *Sampler) initial(a, z []float32, sigma0 float32) {
+	for i, v := range z {
+		a[i] = sigma0 * v
+	}
+	if s.warming {
+		for i, v := range s.wx0 {
+			a[i] += v
+		}
+	}
 }
 
 func (s *Sampler) runStep() error {

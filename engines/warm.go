@@ -73,13 +73,13 @@ func (s *Sampler) SampleWarm(cond []float32, w *Warm, dst *Result) error {
 	if s.diffusion {
 		return fmt.Errorf("engines: a warm start needs an energy policy's Euler steps (this bundle is %q)", s.b.Manifest.Policy)
 	}
-	if err := CheckWarm(s.sched, w.Sigma, w.Steps); err != nil {
-		return fmt.Errorf("engines: %w", err)
-	}
 	if len(w.Actions) != s.rowLen {
 		return fmt.Errorf("engines: warm start has %d actions, expected T_p×D_a = %d", len(w.Actions), s.rowLen)
 	}
-	if s.wsigma != w.Sigma || len(s.wts) != w.Steps {
+	if s.wsigma != w.Sigma || len(s.wts) != w.Steps { // checked and laid out once per σ and steps
+		if err := CheckWarm(s.sched, w.Sigma, w.Steps); err != nil {
+			return fmt.Errorf("engines: %w", err)
+		}
 		if cap(s.wts) < w.Steps {
 			s.wts, s.wscales = make([]float32, w.Steps), make([]float32, w.Steps)
 		}

@@ -486,13 +486,15 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		l.infer.run(ctx, func(j *inferJob) {
 			t0 := time.Now()
+			steps := l.steps
 			if j.useWarm {
 				j.err = l.warm.SampleWarm(j.cond, j.warm, &j.res)
+				steps = j.warm.Steps
 			} else {
 				j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
 			}
 			if j.err == nil {
-				l.recordSample(time.Since(t0))
+				l.recordSample(time.Since(t0), steps)
 			}
 			j.latency = l.d.Clock.Now().Sub(j.start)
 		})
@@ -515,10 +517,10 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 
 // recordSample records one plan's sampling time d as StageSample, and d/K
 // as StageSampleStep.
-func (l *Loop) recordSample(d time.Duration) {
+func (l *Loop) recordSample(d time.Duration, steps int) {
 	l.d.Stages.Record(StageSample, d)
-	if l.steps > 0 {
-		l.d.Stages.Record(StageSampleStep, d/time.Duration(l.steps))
+	if steps > 0 {
+		l.d.Stages.Record(StageSampleStep, d/time.Duration(steps))
 	}
 }
 
