@@ -17,7 +17,9 @@ import (
 // step by sample step, the difference the drift allowance does not cover
 // (a CUSUM), for the error that builds over several steps with none of
 // them past the tolerance: an arm pushed or dragged, which the controller
-// follows through its lag.
+// follows through its lag. A held-back arm's catching up with its
+// controller's target, once let go, is not counted a second time
+// (unwind).
 //
 // Commands act between the samples around them: the state read at a tick
 // comes before that tick's write, so its effect shows from the next read
@@ -51,7 +53,8 @@ type tracker struct {
 	// The sustained rule (TrackingConfig.Sustained): a CUSUM of each
 	// sample step's difference less drift per second; 0: off.
 	sustained, drift float64
-	sum              float64 // the CUSUM now
+	sum              float64   // the CUSUM now
+	windup           []float64 // per axis: how far the controller's target ran ahead of a held-back arm (unwind)
 
 	restart bool      // start the model afresh at the next sample
 	live    bool      // the model runs (started from a sample)
@@ -122,6 +125,7 @@ func newTracker(cfg TrackingConfig, axes int, period time.Duration) *tracker {
 		size = 2*int(math.Ceil(float64(cfg.Window)/float64(period))) + 2
 	}
 	t.target, t.vel, t.pos, t.cmd = make([]float64, axes), make([]float64, axes), make([]float64, axes), make([]float64, axes)
+	t.windup = make([]float64, axes)
 	t.times = make([]time.Time, size)
 	t.meas, t.expd = make([]float64, size*axes), make([]float64, size*axes)
 	t.readSlack, t.writeSlack = make([]float64, size), make([]float64, size)
@@ -168,16 +172,12 @@ func (t *tracker) observe(a *actuators.State, from time.Time, scene bool) (e tra
 	cur := (t.head - 1 + size) % size
 	t.compare(&e, cur, j)
 	if t.sustained > 0 {
-		prev := (cur - 1 + size) % size
-		one := e
-		if prev != j {
-			t.compare(&one, cur, prev)
-		}
+		one, span := t.stepExcess(cur, (cur-1+size)%size)
 		dt := t.step
 		if !t.perTick {
-			dt = one.span.Seconds()
+			dt = span.Seconds()
 		}
-		t.sum = max(0, t.sum+one.excess()-t.drift*dt)
+		t.sum = max(0, t.sum+one-t.drift*dt)
 		e.sum = t.sum
 		e.sustained = t.sum > t.sustained
 	}
@@ -200,6 +200,53 @@ func (t *tracker) compare(e *trackErr, cur, j int) {
 		}
 	}
 	e.norm = math.Sqrt(sum)
+}
+
+// stepExcess is the sustained rule's difference over one sample step,
+// from ring sample prev to cur, beyond the timing allowance: the measured
+// displacement against the model's, per axis, less what the controller's
+// windup explains (unwind), and the step's span.
+func (t *tracker) stepExcess(cur, prev int) (float64, time.Duration) {
+	slack := t.readSlack[cur] + t.readSlack[prev] + t.writeSlack[cur] - t.writeSlack[prev]
+	var sum float64
+	for i := 0; i < t.axes; i++ {
+		m := t.meas[cur*t.axes+i] - t.meas[prev*t.axes+i]
+		c := t.expd[cur*t.axes+i] - t.expd[prev*t.axes+i]
+		d := t.unwind(i, m, c)
+		sum += d * d
+	}
+	return max(math.Sqrt(sum)-slack, 0), t.times[cur].Sub(t.times[prev])
+}
+
+// unwind returns axis i's difference m − c (measured against commanded
+// displacement over one sample step) less what the controller's windup
+// explains, and updates the windup. An arm held back (pressing on an
+// object, blocked by the table) falls short of its commands while its
+// controller's target runs on; the shortfall counts once, as it happens,
+// and is kept as windup. When the arm is let go it catches up with the
+// target: motion beyond the commands, the way the target ran ahead, that
+// the commands did ask for, so it draws the windup down instead of
+// counting a second time. The part of a step that moves against the
+// command is not windup (the target never went there). The windup is
+// kept within one tolerance, so it never explains more than that of a
+// later push.
+func (t *tracker) unwind(i int, m, c float64) float64 {
+	d := m - c
+	w := t.windup[i]
+	switch {
+	case d*c < 0: // short of the command: the target ran ahead by the shortfall
+		short := -d
+		if math.Abs(short) > math.Abs(c) {
+			short = c
+		}
+		w += short
+	case d*w > 0: // past the command, toward where the target ran ahead
+		r := math.Min(math.Abs(d), math.Abs(w))
+		d -= math.Copysign(r, d)
+		w -= math.Copysign(r, w)
+	}
+	t.windup[i] = max(-t.tol, min(t.tol, w))
+	return d
 }
 
 // wrote takes a write to the arm sent at time at and answered at done: the
@@ -243,6 +290,7 @@ func (t *tracker) start(p []float64, at time.Time) {
 	t.at = at
 	t.slack = 0
 	t.sum = 0
+	clear(t.windup)
 	t.live, t.restart = true, false
 	t.head, t.n = 0, 0
 	t.push(at, p, 0)

@@ -455,22 +455,44 @@ func TestTrackerSustained(t *testing.T) {
 	// dragged: from tick 4 on, 1 cm a tick in x (half the tolerance)
 	dragged := from(4, 14, func(k int) []float64 { return []float64{0.01 * float64(k-3), 0, 0} })
 	jitter := from(1, 14, func(k int) []float64 { return []float64{0.004 * float64(k%2), 0, 0} }) // 4 mm back and forth
+	// held back: z commanded down 9 mm a tick at ticks 2–4 while the arm
+	// stays (reads 3–5), then let go: it catches up with its target at
+	// reads 6–8 against no command. The catch-up is the commands' own
+	// motion (the controller's windup), counted once, as the shortfall.
+	down := same([]float64{0, 0, 0}, 14)
+	for k := 2; k <= 4; k++ {
+		down[k] = []float64{0, 0, -0.9}
+	}
+	heldUp := []float64{0, 0.009, 0.018, 0.027, 0.018, 0.009}
+	held := map[int][]float64{}
+	for k := 3; k < 14; k++ {
+		held[k] = []float64{0, 0, heldUp[min(k-3, len(heldUp)-1)]}
+	}
+	// held back the same, never let go, and dragged in x from read 7 on:
+	// the windup explains nothing of a push elsewhere.
+	heldDragged := map[int][]float64{}
+	for k := 3; k < 14; k++ {
+		heldDragged[k] = []float64{0.01 * float64(max(0, k-6)), 0, 0.027 - 0.009*float64(max(0, 5-k))}
+	}
 	tests := []struct {
 		name   string
 		cfg    TrackingConfig
+		cmds   [][]float64
 		extra  map[int][]float64
 		trip   int // first tick over (−1: none)
 		sumMax float64
 	}{
-		{"dragged, window only", base, dragged, -1, 0},
-		{"dragged, sustained", rule, dragged, 6, 0},
-		{"jitter, sustained", rule, jitter, -1, 1e-12},
+		{"dragged, window only", base, still, dragged, -1, 0},
+		{"dragged, sustained", rule, still, dragged, 6, 0},
+		{"jitter, sustained", rule, still, jitter, -1, 1e-12},
+		{"held back, then let go", rule, down, held, -1, 0.0091},
+		{"held back, then dragged", rule, down, heldDragged, 8, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Enabled = true
 			tr := newTracker(tc.cfg, 3, period)
-			steps := moves(still, 0.01, tc.extra)
+			steps := moves(tc.cmds, 0.01, tc.extra)
 			first := -1
 			sumMax := 0.0
 			var st actuators.State

@@ -228,7 +228,8 @@ def onset_line(lines: List[Line], fault_step: int) -> Optional[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--score", default="state_energy", choices=["energy", "centered_energy", "state_energy", "tracking"])
+    ap.add_argument("--score", default="state_energy", choices=["energy", "centered_energy", "state_energy", "tracking", "tracking_sum"],
+                    help="tracking_sum: the runtime's own sustained-rule sum, replayed as n_of_m:1:1:LIMIT")
     ap.add_argument("--negatives", nargs="+", required=True, help="level-0 cells (paths without .jsonl)")
     ap.add_argument("--faults", nargs="*", default=[], help="fault cells (paths without .jsonl)")
     ap.add_argument("--rule", action="append", default=[], help="n_of_m:N:M:T or cusum:T:SCALE:DRIFT:LIMIT")

@@ -4,11 +4,12 @@
 #   pushes: the shipped state bundles and the ButtonPress camera bundle, 10 episodes,
 #           seeds 50000+, the 8 cm push at step 30 (the fault table's protocol)
 #   level 0: the five state bundles, 20 episodes, seeds 51000+
-# Writes build/tracking/*.json(l); pack them as research/faults/tracking/traces.tar.gz.
+# Writes build/tracking/*.json(l) (OUT=DIR: there instead); pack them as
+# research/faults/tracking/traces.tar.gz. PUSHES_ONLY=1 skips the level-0 episodes.
 #   research/faults/tracking/collect.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-o=build/tracking; mkdir -p "$o"
+o=${OUT:-build/tracking}; mkdir -p "$o"
 ef=${EF:-./bin/energyflow}
 push() { # name, then sim eval flags
   local n=$1; shift
@@ -17,6 +18,7 @@ push() { # name, then sim eval flags
 }
 for t in button-press drawer-open assembly bin-picking hammer; do push "$t" --task "$t"; done
 push button-press-camera --task button-press --bundle bundles/metaworld-button-press-camera
+[ -z "${PUSHES_ONLY:-}" ] || exit 0
 for t in drawer-open assembly bin-picking hammer button-press; do
   "$ef" sim eval --task "$t" --episodes 20 --seed 51000 --rate 10 --observe-only \
       --scores "$o/$t-level0.jsonl" --json "$o/$t-level0.json" > /dev/null 2>> "$o/log"
