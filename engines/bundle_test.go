@@ -65,6 +65,10 @@ func TestLoadBundleRefuses(t *testing.T) {
 		{"schedule", nil, set("schedule.sigma_max", 0.001), []string{`"schedule.sigma_max"`, "sigma_min"}},
 		{"gamma", nil, set("schedule.gamma", 1.5), []string{`"schedule.gamma"`}},
 		{"steps", nil, set("sampler.steps", 0), []string{`"sampler.steps"`}},
+		{"warm start sigma", nil, set("sampler.warm_start", map[string]any{"sigma": 50, "steps": 5}), []string{`"sampler.warm_start"`, "outside the schedule"}},
+		{"warm start steps", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 0}), []string{`"sampler.warm_start"`, "at least 1"}},
+		{"warm start past K", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 21}), []string{`"sampler.warm_start.steps"`, "at most sampler.steps (20)"}},
+		{"warm start rate", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 5, "rate_hz": -20}), []string{`"sampler.warm_start.rate_hz"`, "Hz > 0"}},
 		{"refs shape", nil, func(m map[string]any) {
 			m["reference_actions"].([]any)[3] = []any{[]float64{1, 2, 3}}
 		}, []string{`"reference_actions[3]"`, "expected pred_horizon = 4"}},

@@ -198,6 +198,9 @@ func TestLoadDiffusionBundleRefuses(t *testing.T) {
 		{"sampler kind missing", func(m map[string]any) { m["sampler"] = map[string]any{"steps": 10} }, []string{`"sampler.kind"`, `"ddim"`}},
 		{"sampler steps zero", func(m map[string]any) { m["sampler"] = map[string]any{"kind": "ddim", "steps": 0} }, []string{`"sampler.steps"`, "1..num_train_timesteps (100)"}},
 		{"sampler steps above N", func(m map[string]any) { m["sampler"] = map[string]any{"kind": "ddim", "steps": 101} }, []string{`"sampler.steps"`, "1..num_train_timesteps (100)"}},
+		{"sampler warm start", func(m map[string]any) {
+			m["sampler"] = map[string]any{"kind": "ddim", "steps": 10, "warm_start": map[string]any{"sigma": 1, "steps": 5}}
+		}, []string{`"sampler.warm_start"`, "absent for policy \"diffusion\""}},
 		{"calibration", func(m map[string]any) {
 			m["calibration"] = map[string]any{"recommended": map[string]any{"score": "energy", "threshold": 1}}
 		}, []string{`"calibration"`, "no energy"}},

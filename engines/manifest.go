@@ -253,6 +253,28 @@ type SamplerSpec struct {
 	// Steps is K (energyflow) or S (diffusion, 1..N): the default number
 	// of sampler steps.
 	Steps int `json:"steps"`
+	// WarmStart is the warm start the bundle was measured with at K =
+	// Steps (energyflow only; docs/engines.md, "Warm starts"): the
+	// runtime's default when loop.warm_start leaves it unset and the
+	// sampler runs the bundle's K (and its rate, when RateHz is set).
+	// Absent: every plan starts cold.
+	WarmStart *WarmSpec `json:"warm_start,omitempty"`
+}
+
+// WarmSpec is sampler.warm_start: each plan after the first starts from
+// the committed one noised to Sigma and integrates Steps Euler steps.
+type WarmSpec struct {
+	Sigma float64 `json:"sigma"`
+	Steps int     `json:"steps"`
+	// RateHz is the control rate its success and stop were measured at:
+	// the runtime takes it only there (0: at any rate).
+	RateHz float64 `json:"rate_hz,omitempty"`
+}
+
+// Applies reports whether the warm start is the runtime's default at
+// control rate hz and K steps.
+func (w *WarmSpec) Applies(hz float64, k, bundleK int) bool {
+	return w != nil && k == bundleK && (w.RateHz == 0 || math.Abs(w.RateHz-hz) < 1e-9)
 }
 
 // GraphEntry describes one ONNX graph of the bundle.
@@ -387,6 +409,16 @@ func (m *Manifest) validate(file string) error {
 		if m.Sampler.Steps < 1 {
 			p.add("sampler.steps", "got %d, expected K ≥ 1", m.Sampler.Steps)
 		}
+		if w := m.Sampler.WarmStart; w != nil {
+			if err := CheckWarm(m.Schedule, w.Sigma, w.Steps); err != nil {
+				p.add("sampler.warm_start", "%v", err)
+			} else if w.Steps > m.Sampler.Steps {
+				p.add("sampler.warm_start.steps", "got %d, expected at most sampler.steps (%d): a warm start integrates part of the schedule", w.Steps, m.Sampler.Steps)
+			}
+			if !(w.RateHz >= 0) || math.IsInf(w.RateHz, 0) {
+				p.add("sampler.warm_start.rate_hz", "got %v, expected the control rate it was measured at (Hz > 0), or 0 for any", w.RateHz)
+			}
+		}
 	case PolicyDiffusion:
 		m.validateDDPM(p)
 		if m.Sampler.Kind != SamplerDDIM {
@@ -394,6 +426,9 @@ func (m *Manifest) validate(file string) error {
 		}
 		if n := m.Schedule.NumTrainTimesteps; m.Sampler.Steps < 1 || n >= 1 && m.Sampler.Steps > n {
 			p.add("sampler.steps", "got %d, expected S in 1..num_train_timesteps (%d)", m.Sampler.Steps, n)
+		}
+		if m.Sampler.WarmStart != nil {
+			p.add("sampler.warm_start", "got a warm start, expected it absent for policy %q (its DDIM steps have no warm start)", m.Policy)
 		}
 		// (validateCalibration holds closed_loop_others to closed_loop's score)
 		if c := m.Calibration; c != nil && !(c.ClosedLoop != nil && c.ClosedLoop.Score == ScoreStateEnergy && c.Recommended == (calibration.Recommendation{}) && len(c.Scores) == 0) {

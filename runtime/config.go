@@ -144,13 +144,21 @@ type ChunkingConfig struct {
 // noised to Sigma, and integrates Steps Euler steps from there to γ
 // (engines.SampleWarm; docs/engines.md, "Warm starts"). The first plan of
 // an episode, and any plan whose predecessor has run out, start cold.
+//
+// Unset (sigma 0), it is the bundle's sampler.warm_start, the one its
+// success and stop were measured with, when the sampler runs the bundle's
+// K at the rate it names and real-time chunking is off; otherwise, and for
+// a bundle without one, every plan starts cold.
 type WarmConfig struct {
 	// Sigma is the noise level the committed plan is noised to, within
-	// the bundle's schedule (above σ(γ), at most σ_max); 0 (default): off.
+	// the bundle's schedule (above σ(γ), at most σ_max); 0 (default): the
+	// bundle's.
 	Sigma float64 `yaml:"sigma"`
 	// Steps is the Euler steps from Sigma to γ, 1 to the sampler's K;
 	// 0 with Sigma set: half of K, at least 1.
 	Steps int `yaml:"steps"`
+	// Off starts every plan cold, whatever the bundle sets.
+	Off bool `yaml:"off"`
 }
 
 // RecordingConfig controls episode recording in HDF5.
@@ -293,7 +301,9 @@ func (c *Config) Validate() error {
 		add("loop", fmt.Errorf("realtime_chunking.delay: %d is negative", c.Loop.Chunking.Delay))
 	}
 	if w := c.Loop.Warm; !(w.Sigma >= 0 && !math.IsInf(w.Sigma, 0)) || w.Steps < 0 {
-		add("loop", fmt.Errorf("warm_start: sigma %v, steps %d: want sigma 0 (off) or a noise level of the bundle's schedule, steps 0 (half of K) or more", w.Sigma, w.Steps))
+		add("loop", fmt.Errorf("warm_start: sigma %v, steps %d: want sigma 0 (the bundle's) or a noise level of the bundle's schedule, steps 0 (half of K) or more", w.Sigma, w.Steps))
+	} else if w.Off && (w.Sigma > 0 || w.Steps > 0) {
+		add("loop", fmt.Errorf("warm_start: off with sigma %v, steps %d: set one (off: every plan cold)", w.Sigma, w.Steps))
 	} else if w.Sigma > 0 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
 		add("loop", fmt.Errorf("warm_start and realtime_chunking (mode %s) are both on: use one (a warm start already begins at the committed plan)", c.Loop.Chunking.Mode))
 	}

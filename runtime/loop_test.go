@@ -150,8 +150,10 @@ type harnessOptions struct {
 	// chunking is loop.realtime_chunking (zero: the default); sampler, when
 	// set, wraps the fake sampler the harness made (dim: D_a).
 	chunking ChunkingConfig
-	warm     WarmConfig // loop.warm_start (zero: off)
+	warm     WarmConfig // loop.warm_start (zero: the bundle's)
 	sampler  func(f *fakeSampler, dim int) PolicySampler
+	// manifest, when set, changes the loaded bundle's manifest.
+	manifest func(*engines.Manifest)
 	// onStop and expectedShutdown are LoopDeps'; logger the gate's and
 	// the loop's.
 	onStop           func(safety.Reason)
@@ -179,6 +181,9 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		t.Fatal(err)
 	}
 	m := &b.Manifest
+	if o.manifest != nil {
+		o.manifest(m)
+	}
 	h := &loopHarness{clk: &fakeClock{now: time.Unix(1000, 0)}}
 	h.arm = &fakeArm{clk: h.clk}
 	cfg := DefaultConfig()

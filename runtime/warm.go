@@ -17,10 +17,22 @@ type warmSampler interface {
 type stepsSampler interface{ Steps() int }
 
 // setWarm checks loop.warm_start against the bundle and the sampler and,
-// when it is on, gives the inference job its warm start.
+// when it is on, gives the inference job its warm start. Unset, it takes
+// the bundle's (bundleWarm).
 func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
-	if c.Sigma == 0 {
+	from := "loop.warm_start"
+	if c.Off {
 		return nil
+	}
+	if c.Sigma == 0 {
+		var why string
+		if c, why = l.bundleWarm(s); c.Sigma == 0 {
+			if why != "" {
+				l.log.Info("warm start: plans start cold", "bundle_sets", "sampler.warm_start", "why", why)
+			}
+			return nil
+		}
+		from = "the bundle's sampler.warm_start"
 	}
 	m := l.d.Manifest
 	if !m.HasEnergy() {
@@ -46,7 +58,32 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 	}
 	l.warm = ws
 	l.infer.job.warm = &engines.Warm{Actions: make([]float32, l.tp*l.dim), Sigma: c.Sigma, Steps: steps}
+	l.log.Info("warm start: each plan after the first starts from the committed one", "sigma", c.Sigma, "steps", steps, "from", from)
 	return nil
+}
+
+// bundleWarm is the bundle's sampler.warm_start as a loop.warm_start, when
+// it applies: the sampler runs the bundle's K and the loop its rate, where
+// the warm start was measured (WarmSpec.Applies), and real-time chunking
+// is off (a guide and a warm start do not mix). Otherwise the zero config
+// (cold) and, when the bundle sets one, why it does not apply.
+func (l *Loop) bundleWarm(s PolicySampler) (WarmConfig, string) {
+	m := l.d.Manifest
+	w := m.Sampler.WarmStart
+	if w == nil || !m.HasEnergy() {
+		return WarmConfig{}, ""
+	}
+	if mode := l.d.Config.Loop.Chunking.Mode; mode != "" && mode != "off" {
+		return WarmConfig{}, fmt.Sprintf("loop.realtime_chunking (mode %s) is on", mode)
+	}
+	k := m.Sampler.Steps
+	if ss, ok := s.(stepsSampler); ok {
+		k = ss.Steps()
+	}
+	if hz := l.d.Config.Loop.RateHz; !w.Applies(hz, k, m.Sampler.Steps) {
+		return WarmConfig{}, fmt.Sprintf("it was measured at K = %d and %g Hz (0: any), this loop runs K = %d at %g Hz", m.Sampler.Steps, w.RateHz, k, hz)
+	}
+	return WarmConfig{Sigma: w.Sigma, Steps: w.Steps}, ""
 }
 
 // fillWarm decides whether the plan for the observation at obsTime starts

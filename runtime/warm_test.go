@@ -13,6 +13,7 @@ import (
 // start it is given (nil for a cold plan) and plans as numberedSampler.
 type warmRecorder struct {
 	*numberedSampler
+	k     int // K (0: 10)
 	mu    sync.Mutex
 	warms []*engines.Warm
 }
@@ -35,66 +36,94 @@ func (s *warmRecorder) SampleWarm(cond []float32, w *engines.Warm, dst *engines.
 	return s.numberedSampler.Sample(cond, dst)
 }
 
-func (s *warmRecorder) Steps() int { return 10 }
+// Steps is K: k, or 10 when unset.
+func (s *warmRecorder) Steps() int {
+	if s.k == 0 {
+		return 10
+	}
+	return s.k
+}
 
-// With warm starts on, the first plan starts cold and every later one from
-// the previous plan shifted by the periods between the two observations,
-// its last action repeated; off, every plan is cold.
+// With warm starts on — set in loop.warm_start, or the bundle's
+// sampler.warm_start with the config unset — the first plan starts cold
+// and every later one from the previous plan shifted by the periods
+// between the two observations, its last action repeated. Off, or the
+// bundle's where it does not apply (loop.warm_start.off, a K other than
+// the bundle's, real-time chunking on), every plan is cold.
 func TestLoopWarmStartsFromTheShiftedPlan(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		var wr *warmRecorder
-		o := harnessOptions{bundle: testBundle(t), latency: func() time.Duration { return 100 * time.Millisecond },
-			sampler: func(f *fakeSampler, dim int) PolicySampler {
-				wr = &warmRecorder{numberedSampler: &numberedSampler{fakeSampler: f, dim: dim}}
-				return wr
-			}}
-		if on {
-			o.warm = WarmConfig{Sigma: 1}
-		}
-		h := newLoopHarness(t, o)
-		h.armGate(t)
-		for range 60 {
-			h.step()
-		}
-		wr.mu.Lock()
-		warms := wr.warms
-		wr.mu.Unlock()
-		if len(warms) < 4 {
-			t.Fatalf("warm %v: %d plans", on, len(warms))
-		}
-		if warms[0] != nil {
-			t.Errorf("warm %v: the first plan started warm", on)
-		}
-		l := h.l
-		for i, w := range warms[1:] {
-			if !on {
-				if w != nil {
-					t.Fatalf("warm off: plan %d started warm", i+1)
+	bundleWarm := &engines.WarmSpec{Sigma: 1, Steps: 4}
+	for _, tc := range []struct {
+		name      string
+		warm      WarmConfig
+		chunking  ChunkingConfig
+		bundle    *engines.WarmSpec // the manifest's sampler.warm_start (the test bundle's K is 20)
+		k         int               // the sampler's K (0: 10)
+		wantSteps int               // 0: every plan cold
+	}{
+		{name: "off"},
+		{name: "loop.warm_start", warm: WarmConfig{Sigma: 1}, wantSteps: 5},
+		{name: "the bundle's", bundle: bundleWarm, k: 20, wantSteps: 4},
+		{name: "the config's over the bundle's", warm: WarmConfig{Sigma: 1, Steps: 6}, bundle: bundleWarm, k: 20, wantSteps: 6},
+		{name: "the bundle's, off", warm: WarmConfig{Off: true}, bundle: bundleWarm, k: 20},
+		{name: "the bundle's, at another K", bundle: bundleWarm, k: 10},
+		{name: "the bundle's, with real-time chunking", chunking: ChunkingConfig{Mode: "denoised", Strength: 1, Soft: -1}, bundle: bundleWarm, k: 20},
+		{name: "the bundle's, at its rate", bundle: &engines.WarmSpec{Sigma: 1, Steps: 4, RateHz: 10}, k: 20, wantSteps: 4},
+		{name: "the bundle's, at another rate", bundle: &engines.WarmSpec{Sigma: 1, Steps: 4, RateHz: 20}, k: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wr *warmRecorder
+			o := harnessOptions{bundle: testBundle(t), latency: func() time.Duration { return 100 * time.Millisecond },
+				warm: tc.warm, chunking: tc.chunking,
+				manifest: func(m *engines.Manifest) { m.Sampler.WarmStart = tc.bundle },
+				sampler: func(f *fakeSampler, dim int) PolicySampler {
+					wr = &warmRecorder{numberedSampler: &numberedSampler{fakeSampler: f, dim: dim}, k: tc.k}
+					return wr
+				}}
+			h := newLoopHarness(t, o)
+			h.armGate(t)
+			for range 60 {
+				h.step()
+			}
+			wr.mu.Lock()
+			warms := wr.warms
+			wr.mu.Unlock()
+			if len(warms) < 4 {
+				t.Fatalf("%d plans", len(warms))
+			}
+			if warms[0] != nil {
+				t.Errorf("the first plan started warm")
+			}
+			l := h.l
+			for i, w := range warms[1:] {
+				if tc.wantSteps == 0 {
+					if w != nil {
+						t.Fatalf("plan %d started warm", i+1)
+					}
+					continue
 				}
-				continue
-			}
-			if w == nil {
-				t.Fatalf("plan %d started cold", i+1)
-			}
-			if w.Sigma != 1 || w.Steps != 5 {
-				t.Errorf("plan %d: σ %v steps %d, want 1 and half of K = 5", i+1, w.Sigma, w.Steps)
-			}
-			// Row j holds action e+j of plan i+1 (numbered 100·p + action), e
-			// the same for every row until the last action repeats.
-			first := w.Actions[0]
-			p, e := int(first)/100, int(first)%100
-			if p != i+1 || e < 1 {
-				t.Fatalf("plan %d starts from action %d of plan %d", i+1, e, p)
-			}
-			for j := 0; j < l.tp; j++ {
-				want := float32(100*p + min(e+j, l.tp-1))
-				for d := 0; d < l.dim; d++ {
-					if got := w.Actions[j*l.dim+d]; got != want {
-						t.Fatalf("plan %d row %d = %v, want %v", i+1, j, got, want)
+				if w == nil {
+					t.Fatalf("plan %d started cold", i+1)
+				}
+				if w.Sigma != 1 || w.Steps != tc.wantSteps {
+					t.Errorf("plan %d: σ %v steps %d, want 1 and %d", i+1, w.Sigma, w.Steps, tc.wantSteps)
+				}
+				// Row j holds action e+j of plan i+1 (numbered 100·p + action), e
+				// the same for every row until the last action repeats.
+				first := w.Actions[0]
+				p, e := int(first)/100, int(first)%100
+				if p != i+1 || e < 1 {
+					t.Fatalf("plan %d starts from action %d of plan %d", i+1, e, p)
+				}
+				for j := 0; j < l.tp; j++ {
+					want := float32(100*p + min(e+j, l.tp-1))
+					for d := 0; d < l.dim; d++ {
+						if got := w.Actions[j*l.dim+d]; got != want {
+							t.Fatalf("plan %d row %d = %v, want %v", i+1, j, got, want)
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -127,6 +156,10 @@ func TestWarmStartRefusals(t *testing.T) {
 		t.Errorf("warm start with real-time chunking: %v", err)
 	}
 	c.Loop.Chunking.Mode = "off"
+	c.Loop.Warm = WarmConfig{Sigma: 1, Off: true}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: off with sigma 1") {
+		t.Errorf("off with a σ: %v", err)
+	}
 	c.Loop.Warm = WarmConfig{Sigma: -1}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: sigma -1") {
 		t.Errorf("negative σ: %v", err)

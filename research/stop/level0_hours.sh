@@ -4,6 +4,7 @@
 #
 #   research/stop/level0_hours.sh --out DIR --hours H --seed S [--tasks "t1 t2"] [--chunk N]
 #                                 [--steps "assembly=10 hammer=10"] [--rate HZ] [--bundle DIR] [--record]
+#                                 [-- extra sim eval flags, e.g. --warm-sigma 1 --warm-steps 5]
 #
 # Drives the shipped EnergyFlow bundles (bundles/metaworld-<task>; --bundle DIR
 # drives a candidate instead, for one task only) at level 0
@@ -16,11 +17,12 @@
 # Episode i of a task's chunk c has scene and sampler seed S + c*N + i.
 # --steps sets K per task (default: the bundle manifest's). --record keeps
 # every episode's states too (`sim eval --record`, HDF5 under DIR/recordings/
-# TASK_SEED/), for research/stop/explain_trip.py.
+# TASK_SEED/), for research/stop/explain_trip.py. Flags after `--` go to
+# every `sim eval` as they are (warm starts, a delay).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""; bundle=""; record=""
+out=""; hours=1; seed=3000; chunk=20; rate=20; ksets=""; bundle=""; record=""; extra=()
 tasks="button-press drawer-open assembly bin-picking hammer"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,6 +35,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --bundle) bundle=$2; shift 2 ;;
     --record) record=1; shift ;;
+    --) shift; extra=("$@"); break ;;
     *) echo "level0_hours.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +79,7 @@ while :; do
     echo "run    $t seeds $s-$((s + chunk - 1))${k:+ K=$k} ($h h so far)"
     ./bin/energyflow sim eval --observe-only --task "$t" --bundle "$(bundle_of "$t")" --level 0 \
       --episodes "$chunk" --seed "$s" --rate "$rate" --max-steps 500 ${k:+--steps "$k"} ${record:+--record "$out/recordings"} \
-      --scores "$base.jsonl" --json "$base.json.tmp" > "$base.txt" 2> "$base.log" || {
+      "${extra[@]}" --scores "$base.jsonl" --json "$base.json.tmp" > "$base.txt" 2> "$base.log" || {
         echo "level0_hours.sh: $t seed $s failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
     mv "$base.json.tmp" "$base.json"
     cat "$base.txt"

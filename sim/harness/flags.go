@@ -71,9 +71,12 @@ type Flags struct {
 	ChunkingStrength float64
 	ChunkingSoft     int // --chunking-soft
 	// WarmSigma and WarmSteps are --warm-sigma and --warm-steps: the
-	// runtime's loop.warm_start (sigma 0: off).
+	// runtime's loop.warm_start (sigma 0: the bundle's sampler.warm_start,
+	// set here by Prepare when it applies); Cold is --cold
+	// (loop.warm_start.off).
 	WarmSigma float64
 	WarmSteps int
+	Cold      bool
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -101,8 +104,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
 	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
 	fs.IntVar(&f.ChunkingSoft, "chunking-soft", -1, "real-time chunking: how many actions after the held ones get decaying weights (-1: the whole overlap; 0: none)")
-	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: off (docs/engines.md)")
+	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: the bundle's sampler.warm_start, if it has one (docs/engines.md)")
 	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
+	fs.BoolVar(&f.Cold, "cold", false, "start every plan from noise, even where the bundle sets a warm start (loop.warm_start.off)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 
@@ -164,7 +168,9 @@ func (f *Flags) Validate() error {
 		bad("--rate %g: must be a positive control rate in Hz (e.g. 10)", f.Rate)
 	}
 	if !(f.WarmSigma >= 0) || math.IsInf(f.WarmSigma, 0) || f.WarmSteps < 0 {
-		bad("--warm-sigma %g --warm-steps %d: want a σ of the bundle's schedule (0: off) and 0 (half of K) or more steps", f.WarmSigma, f.WarmSteps)
+		bad("--warm-sigma %g --warm-steps %d: want a σ of the bundle's schedule (0: the bundle's) and 0 (half of K) or more steps", f.WarmSigma, f.WarmSteps)
+	} else if f.Cold && (f.WarmSigma > 0 || f.WarmSteps > 0) {
+		bad("--cold with --warm-sigma %g --warm-steps %d: give one (--cold: every plan from noise)", f.WarmSigma, f.WarmSteps)
 	}
 	if m, err := engines.ParseGuideMode(f.Chunking); err != nil {
 		bad("--chunking %q: want off, noisy or denoised", f.Chunking)
@@ -236,7 +242,26 @@ func (f *Flags) Prepare(root string) error {
 	if f.CameraName == "" {
 		f.CameraName = DefaultCamera
 	}
+	if err == nil {
+		f.bundleWarm(m)
+	}
 	return nil
+}
+
+// bundleWarm sets --warm-sigma and --warm-steps to the bundle's
+// sampler.warm_start where the runtime would take it (runtime.WarmConfig):
+// no warm flag, no --cold, the bundle's K and its rate, real-time chunking off. So the
+// runtime gets it explicitly, and the summaries record what ran.
+func (f *Flags) bundleWarm(m *engines.Manifest) {
+	w := m.Sampler.WarmStart
+	k := m.Sampler.Steps
+	if f.Steps != 0 {
+		k = f.Steps
+	}
+	if !m.HasEnergy() || f.Cold || f.WarmSigma != 0 || (f.Chunking != "" && f.Chunking != "off") || !w.Applies(f.Rate, k, m.Sampler.Steps) {
+		return
+	}
+	f.WarmSigma, f.WarmSteps = w.Sigma, w.Steps
 }
 
 // resolveBundle is --bundle, or the shipped bundle of the task.

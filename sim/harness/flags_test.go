@@ -1,6 +1,8 @@
 package harness_test
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +121,59 @@ func TestDefaultBundle(t *testing.T) {
 				t.Errorf("Images %v, want %v", f.Images, tc.wantImages)
 			}
 		})
+	}
+}
+
+// TestPrepareTakesTheBundlesWarmStart: with no warm flag, Prepare gives the
+// runtime the bundle's sampler.warm_start (so summaries record what ran),
+// except with --cold, another K or rate, real-time chunking, or a flag's
+// own σ.
+func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	dir := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(root, "bundles/metaworld-assembly/manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	s := m["sampler"].(map[string]any)
+	s["steps"], s["warm_start"] = 10, map[string]any{"sigma": 1, "steps": 5, "rate_hz": 20}
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		flags     func(*harness.Flags)
+		wantSigma float64
+		wantSteps int
+	}{
+		{"the bundle's", func(*harness.Flags) {}, 1, 5},
+		{"--cold", func(f *harness.Flags) { f.Cold = true }, 0, 0},
+		{"--steps 20", func(f *harness.Flags) { f.Steps = 20 }, 0, 0},
+		{"--steps 10, the bundle's K", func(f *harness.Flags) { f.Steps = 10 }, 1, 5},
+		{"--chunking denoised", func(f *harness.Flags) { f.Chunking, f.ChunkingStrength = "denoised", 1 }, 0, 0},
+		{"--warm-sigma 2", func(f *harness.Flags) { f.WarmSigma = 2 }, 2, 0},
+		{"--rate 10, not the bundle's warm start's", func(f *harness.Flags) { f.Rate = 10 }, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Bundle: dir}
+			tc.flags(&f)
+			if err := f.Prepare(root); err != nil {
+				t.Fatal(err)
+			}
+			if f.WarmSigma != tc.wantSigma || f.WarmSteps != tc.wantSteps {
+				t.Errorf("warm σ %v steps %d, want %v and %d", f.WarmSigma, f.WarmSteps, tc.wantSigma, tc.wantSteps)
+			}
+		})
+	}
+	f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Cold: true, WarmSigma: 1}
+	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "--cold with --warm-sigma 1") {
+		t.Errorf("--cold with --warm-sigma: %v", err)
 	}
 }
