@@ -620,10 +620,13 @@ func (a *App) Run(ctx context.Context) error {
 	go func() { defer a.wg.Done(); a.forwardEvents(rctx) }()
 	err := a.loop.Run(ctx)
 	cancel()
+	// The event forwarder first: a trip it is still delivering saves its
+	// episode itself, and the shutdown's flush waits for that save
+	// (flushing beside it raced the saves' WaitGroup).
+	a.wg.Wait()
 	if a.rec != nil {
 		a.rec.flush("shutdown")
 	}
-	a.wg.Wait()
 	return err
 }
 
