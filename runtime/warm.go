@@ -70,7 +70,7 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 func (l *Loop) bundleWarm(s PolicySampler) (WarmConfig, string) {
 	m := l.d.Manifest
 	w := m.Sampler.WarmStart
-	if w == nil || !m.HasEnergy() {
+	if w == nil { // (a diffusion bundle with one is refused at load)
 		return WarmConfig{}, ""
 	}
 	if mode := l.d.Config.Loop.Chunking.Mode; mode != "" && mode != "off" {

@@ -250,15 +250,16 @@ func (f *Flags) Prepare(root string) error {
 
 // bundleWarm sets --warm-sigma and --warm-steps to the bundle's
 // sampler.warm_start where the runtime would take it (runtime.WarmConfig):
-// no warm flag, no --cold, the bundle's K and its rate, real-time chunking off. So the
-// runtime gets it explicitly, and the summaries record what ran.
+// no warm flag, no --cold, the bundle's K and its rate, real-time chunking
+// off. So the runtime gets it explicitly, and the summaries record what
+// ran. (A diffusion bundle with a warm start is refused at load.)
 func (f *Flags) bundleWarm(m *engines.Manifest) {
 	w := m.Sampler.WarmStart
 	k := m.Sampler.Steps
 	if f.Steps != 0 {
 		k = f.Steps
 	}
-	if !m.HasEnergy() || f.Cold || f.WarmSigma != 0 || (f.Chunking != "" && f.Chunking != "off") || !w.Applies(f.Rate, k, m.Sampler.Steps) {
+	if f.Cold || f.WarmSigma != 0 || (f.Chunking != "" && f.Chunking != "off") || !w.Applies(f.Rate, k, m.Sampler.Steps) {
 		return
 	}
 	f.WarmSigma, f.WarmSteps = w.Sigma, w.Steps
