@@ -29,6 +29,9 @@
 // JPEG is JFIF full range; UVC JPEGs without Huffman tables get the standard
 // tables spliced in. After warm-up the YUYV path allocates nothing.
 //
+// A [ViewWatch] tells when a fixed camera has been knocked or turned (most
+// of its steady view changing at once), for the safety gate.
+//
 // A [History] keeps the T_o most recent tensors with their timestamps for
 // the runtime to align with arm state. A [Capture] runs Source → Pipeline →
 // History in one goroutine and reports staleness through [Capture.Status].

@@ -77,8 +77,10 @@ type App struct {
 	viewCfg    camera.Config // viewCam's, to reconnect when a viewer returns
 	camTime    atomic.Int64  // unix nanos of the newest frame
 	camChanged atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
-	vision     visionSet     // one pipeline per image input; nil for a state-only bundle
-	stages     StageTimes    // the control path's stage latencies (camera reader, vision, loop, gate's writes)
+	camMoved   atomic.Uint64 // float64 bits: the view watch's moved fraction (image bundles with watchdog.camera_moved)
+	view       *camera.ViewWatch
+	vision     visionSet  // one pipeline per image input; nil for a state-only bundle
+	stages     StageTimes // the control path's stage latencies (camera reader, vision, loop, gate's writes)
 	tel        *telemetry.Server
 	telLn      net.Listener
 	loop       *Loop
@@ -277,6 +279,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 					return time.Unix(0, n)
 				}
 				return time.Time{}
+			}
+			if trig := cfg.Safety.Watchdog.CameraMoved; trig > 0 {
+				if a.view, err = camera.NewViewWatch(camera.ViewWatchConfig{Trigger: trig}); err != nil {
+					return nil, fmt.Errorf("safety.watchdog.camera_moved: %w", err)
+				}
+				deps.CameraMoved = func() float64 { return math.Float64frombits(a.camMoved.Load()) }
 			}
 		}
 	}
@@ -680,6 +688,9 @@ func (a *App) cameraLoop(ctx context.Context) {
 		if !bytes.Equal(prev, rgb.Pix) {
 			prev = append(prev[:0], rgb.Pix...)
 			a.camChanged.Store(f.Time.UnixNano())
+		}
+		if a.view != nil {
+			a.camMoved.Store(math.Float64bits(a.view.Observe(&rgb).Fraction()))
 		}
 		ok := true
 		for _, v := range a.vision {

@@ -75,6 +75,11 @@ type LoopDeps struct {
 	// pixels differ from the frame before it (nil or zero: unknown), for the
 	// frozen-camera check (safety watchdog.camera_frozen_motion).
 	CameraChanged func() time.Time
+	// CameraMoved returns the fraction of the camera's steady image tiles
+	// that changed at once and still differ (camera.ViewStatus.Fraction; 0:
+	// the view has not moved), for safety watchdog.camera_moved. Nil: not
+	// watched.
+	CameraMoved func() float64
 	// Images gives the vision features of the bundle's image inputs; nil
 	// when the bundle takes none (NewLoop refuses an image bundle without).
 	Images   ImageSource
@@ -682,6 +687,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 	if l.d.CameraChanged != nil {
 		in.CameraChanged = l.d.CameraChanged()
+	}
+	if l.d.CameraMoved != nil {
+		in.CameraMoved = l.d.CameraMoved()
 	}
 	if l.d.CameraTime != nil {
 		in.Camera = l.d.CameraTime()

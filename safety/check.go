@@ -108,6 +108,9 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 	if d, still, ok := g.frozen.observe(in.Arm, in.CameraChanged, in.Now, in.SceneChange); !ok {
 		set(fault{kind: KindCameraFrozen, value: d, threshold: w.CameraFrozenMotion, age: still})
 	}
+	if w.CameraMoved > 0 && in.CameraMoved > 0 && !in.SceneChange {
+		set(fault{kind: KindCameraMoved, value: in.CameraMoved, threshold: w.CameraMoved})
+	}
 
 	// Energy: every rule sees every fresh score, compared with the threshold
 	// in effect: while running, the closed-loop band of the running ticks
@@ -300,6 +303,8 @@ func (g *Guard) message(f *fault) string {
 		m = fmt.Sprintf("camera frames stale: %s (watchdog.camera_max_age %v) — check the camera stream", age(), f.bound)
 	case KindCameraFrozen:
 		m = fmt.Sprintf("camera frozen: no frame has changed for %v while the arm moved %.3g (watchdog.camera_frozen_motion %.3g) — the stream repeats one frame; check the camera and its driver", f.age.Round(time.Millisecond), f.value, f.threshold)
+	case KindCameraMoved:
+		m = fmt.Sprintf("camera moved: %.0f %% of the image tiles that matched the camera's view changed in one frame and still differ (watchdog.camera_moved %.3g) — the camera was knocked or turned; put it back where it was (a reset passes once its view matches again), or restart the runtime to take its present view", 100*f.value, f.threshold)
 	case KindArmStale:
 		m = fmt.Sprintf("arm state stale: %s (watchdog.arm_max_age %v) — is the arm reader running?", age(), f.bound)
 	case KindArmDisconnected:

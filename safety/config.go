@@ -163,6 +163,13 @@ type WatchdogConfig struct {
 	// that reached the runtime (exposure, encoding, transport, decoding):
 	// the arm's motion counts only after no frame has changed for this long.
 	CameraFrozenWait time.Duration `yaml:"camera_frozen_wait"`
+	// CameraMoved catches a fixed camera knocked or turned (camera.ViewWatch):
+	// the view is moved when at least this fraction of the image tiles that
+	// matched the camera's steady view change in one frame, and stays moved
+	// (camera_moved, a reset refused) until fewer than half that fraction
+	// still differ. In (0, 1]; 0: off (the default). Watched for bundles
+	// with an image input; the runtime's camera loop measures the view.
+	CameraMoved float64 `yaml:"camera_moved"`
 	// ArmMaxAge: oldest acceptable newest arm state. A failing read is
 	// tolerated until the last good state is this old (then arm_disconnected).
 	ArmMaxAge time.Duration `yaml:"arm_max_age"`
@@ -450,6 +457,11 @@ func (c *Config) Validate() error {
 		bad("watchdog.camera_frozen_motion", "must be a finite distance ≥ 0 (0: off), got %v", w.CameraFrozenMotion)
 	} else if w.CameraFrozenMotion > 0 && w.CameraMaxAge == 0 {
 		bad("watchdog.camera_frozen_motion", "watches a camera, but watchdog.camera_max_age is 0 (no camera)")
+	}
+	if !(w.CameraMoved >= 0 && w.CameraMoved <= 1) {
+		bad("watchdog.camera_moved", "must be a fraction in (0, 1] (0: off), got %v", w.CameraMoved)
+	} else if w.CameraMoved > 0 && w.CameraMaxAge == 0 {
+		bad("watchdog.camera_moved", "watches a camera, but watchdog.camera_max_age is 0 (no camera)")
 	}
 	if w.CameraFrozenMotion > 0 && w.CameraFrozenWait <= 0 {
 		bad("watchdog.camera_frozen_wait", "must be > 0 (a duration such as 250ms) when watchdog.camera_frozen_motion is set, got %v", w.CameraFrozenWait)

@@ -91,3 +91,57 @@ func TestCameraFrozenQuiet(t *testing.T) {
 		})
 	}
 }
+
+// A camera whose view moved stops the arm; a reset is refused until the
+// view is back, and the check is off while the scene is replaced.
+func TestCameraMovedStop(t *testing.T) {
+	cfg := testConfig()
+	cfg.Watchdog.CameraMoved = 0.5
+	r := newRig(t, cfg)
+	moved := 0.0
+	view := func(in *Inputs) { in.CameraMoved = moved }
+	r.tick(view)
+	if err := r.resetAt(view); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 5; k++ {
+		if d := r.tick(view); d.State != Running {
+			t.Fatalf("steady view, tick %d: %v (%s)", k, d.State, d.Reason.Message)
+		}
+	}
+	// A scene change is not judged.
+	moved = 0.9
+	if d := r.tick(func(in *Inputs) { view(in); in.SceneChange = true }); d.State != Running {
+		t.Fatalf("moved during a scene change: %v (%s)", d.State, d.Reason.Message)
+	}
+	d := r.tick(view)
+	if d.Reason.Kind != KindCameraMoved || !d.Halted {
+		t.Fatalf("moved view: %v by %v, want stopped by camera_moved", d.State, d.Reason.Kind)
+	}
+	if m := d.Reason.Message; !strings.Contains(m, "90 %") || !strings.Contains(m, "watchdog.camera_moved 0.5") || !strings.Contains(m, "put it back") {
+		t.Errorf("message %q", m)
+	}
+	r.tick(view)
+	if err := r.resetAt(view); err == nil || !strings.Contains(err.Error(), "camera") {
+		t.Fatalf("reset with the view still moved: %v", err)
+	}
+	moved = 0
+	r.tick(view)
+	if err := r.resetAt(view); err != nil {
+		t.Fatalf("reset with the view back: %v", err)
+	}
+	r.arm.checkViolations(t)
+}
+
+// With watchdog.camera_moved 0 the view is not watched.
+func TestCameraMovedOff(t *testing.T) {
+	r := newRig(t, testConfig())
+	view := func(in *Inputs) { in.CameraMoved = 1 }
+	r.tick(view)
+	if err := r.resetAt(view); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.tick(view); d.State != Running {
+		t.Fatalf("camera_moved off: %v (%s)", d.State, d.Reason.Message)
+	}
+}

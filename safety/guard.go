@@ -74,6 +74,12 @@ type Inputs struct {
 	// differ from the frame before it (zero: unknown; the frozen-camera
 	// check, watchdog.camera_frozen_motion, then stays off).
 	CameraChanged time.Time
+	// CameraMoved is the fraction of the camera's steady image tiles that
+	// changed at once and still differ from the view before
+	// (camera.ViewStatus.Fraction): > 0 while the view has moved and not
+	// come back (a knocked or turned camera); 0 while it has not, or when
+	// unknown. Watched when watchdog.camera_moved is set.
+	CameraMoved float64
 	// Arm is the newest successfully read arm state (nil: none yet); its
 	// Time is when the reply arrived. ArmErr is the error of the newest read
 	// attempt (nil: that read succeeded).

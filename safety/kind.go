@@ -53,6 +53,7 @@ const (
 	KindLoopLate                      // the control loop woke later than watchdog.loop_max_late or skipped a deadline
 	KindTracking                      // the arm's measured motion left the commanded one by more than tracking.tolerance
 	KindCameraFrozen                  // the camera's frames stayed identical while the arm moved more than watchdog.camera_frozen_motion
+	KindCameraMoved                   // the camera's view moved at once (knocked or turned) and has not come back (watchdog.camera_moved)
 
 	NumKinds // number of kinds; Kind values are in [0, NumKinds)
 )
@@ -76,6 +77,7 @@ var kindNames = [NumKinds]string{
 	KindLoopLate:          "loop_late",
 	KindTracking:          "tracking",
 	KindCameraFrozen:      "camera_frozen",
+	KindCameraMoved:       "camera_moved",
 }
 
 // String returns the snake_case name used in logs, metrics labels and

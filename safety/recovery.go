@@ -249,6 +249,7 @@ var blockText = [NumKinds]string{
 	KindLoopLate:          "control loop late",
 	KindTracking:          "measured motion off the commanded one",
 	KindCameraFrozen:      "camera frames frozen",
+	KindCameraMoved:       "camera view moved",
 }
 
 // AppendText appends a one-line description to dst: "" for KindNone,

@@ -436,6 +436,7 @@ class World:
         q = np.zeros(4)
         mujoco.mju_mulQuat(q, m.cam_quat[cid], turn)
         m.cam_quat[cid] = q
+        mujoco.mj_camlight(m, self.env.data)  # the frame rendered now shows the knock
 
     def _restore_camera(self) -> None:
         home = getattr(self, "_camera_home", None)
@@ -443,6 +444,8 @@ class World:
             cid, pos, quat = home
             self.env.model.cam_pos[cid] = pos
             self.env.model.cam_quat[cid] = quat
+            # the camera's pose in data is derived: without this the reset frame still shows the knock
+            mujoco.mj_camlight(self.env.model, self.env.data)
         self._camera_home = None
 
     # --- state ------------------------------------------------------------------

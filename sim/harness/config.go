@@ -56,6 +56,9 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	// step, on a loaded machine up to a few periods late).
 	c.Safety.Watchdog.CameraFrozenMotion = f.FrozenMotion
 	c.Safety.Watchdog.CameraFrozenWait = 300 * time.Millisecond
+	// A knocked camera (sim eval --fault camera_shift): most of the view's
+	// steady tiles changing at once.
+	c.Safety.Watchdog.CameraMoved = f.CameraMoved
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
 	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.Rate)
 	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second

@@ -36,6 +36,10 @@ const (
 	// DefaultFrozenMotion is --camera-frozen-motion: the hand is in every
 	// camera's view, so 1 cm of its motion must change a frame.
 	DefaultFrozenMotion = 0.01
+	// DefaultCameraMoved is --camera-moved: a knock changes most of a fixed
+	// camera's steady view at once, the arm and the objects a few tiles a
+	// frame (camera.ViewWatch).
+	DefaultCameraMoved = 0.5
 )
 
 // Levels returns the bridge's OOD levels, in order.
@@ -64,6 +68,9 @@ type Flags struct {
 	// FrozenMotion is the frozen-camera check's motion (--camera-frozen-motion,
 	// m; 0: off): safety watchdog.camera_frozen_motion for bundles with an image.
 	FrozenMotion float64
+	// CameraMoved is the knocked-camera check's trigger (--camera-moved, a
+	// fraction; 0: off): safety watchdog.camera_moved for bundles with an image.
+	CameraMoved float64
 	// Chunking and ChunkingStrength are --chunking and
 	// --chunking-strength: the runtime's loop.realtime_chunking mode and
 	// strength (0: the default).
@@ -100,6 +107,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Camera, "camera-size", "96x96", "camera image size WxH rendered by the simulator")
 	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
 	fs.Float64Var(&f.FrozenMotion, "camera-frozen-motion", DefaultFrozenMotion, "stop when the camera's frames stay identical while the hand moves this far, in m (safety watchdog.camera_frozen_motion; bundles with an image); 0: off, e.g. to measure a policy on a blanked image")
+	fs.Float64Var(&f.CameraMoved, "camera-moved", DefaultCameraMoved, "stop when this fraction of the camera's steady image tiles change at once and stay changed: a knocked or turned camera (safety watchdog.camera_moved; bundles with an image); 0: off")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
 	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
@@ -160,6 +168,9 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.FrozenMotion >= 0) || math.IsInf(f.FrozenMotion, 0) {
 		bad("--camera-frozen-motion %v: must be a distance of 0 (off) or more, in m", f.FrozenMotion)
+	}
+	if !(f.CameraMoved >= 0 && f.CameraMoved <= 1) {
+		bad("--camera-moved %v: must be a fraction in (0, 1], or 0 (off)", f.CameraMoved)
 	}
 	if f.Steps < 0 {
 		bad("--steps %d: must be 0 (the bundle's default) or more", f.Steps)

@@ -28,6 +28,29 @@ func TestFlagsNormalize(t *testing.T) {
 	}
 }
 
+// TestFlagsRefuse: out-of-range camera checks are refused in one line
+// naming the flag.
+func TestFlagsRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*harness.Flags)
+		want string
+	}{
+		{"camera moved over 1", func(f *harness.Flags) { f.CameraMoved = 1.5 }, "--camera-moved 1.5"},
+		{"camera moved negative", func(f *harness.Flags) { f.CameraMoved = -0.5 }, "--camera-moved -0.5"},
+		{"frozen motion negative", func(f *harness.Flags) { f.FrozenMotion = -1 }, "--camera-frozen-motion -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := harness.Flags{Task: "button-press", Level: "0", Rate: 10, Camera: "96x96"}
+			tc.set(&f)
+			err := f.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Validate: %v, want one line naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestRobotState(t *testing.T) {
 	root := harnesstest.ModuleRoot(t)
 	for _, c := range []struct {
