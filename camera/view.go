@@ -27,8 +27,8 @@ import "fmt"
 //     another hour) takes its present content as its reference; never while
 //     the view is moved.
 //
-// The first frame, and the first after a change of frame size, is the
-// reference of every tile. A camera that drifts slowly, a tile at a time, is
+// The first frame, the first after a change of frame size and the first
+// after Rebase are the reference of every tile. A camera that drifts slowly, a tile at a time, is
 // not caught. ViewWatch is not safe for concurrent use.
 type ViewWatch struct {
 	cfg ViewWatchConfig
@@ -169,6 +169,11 @@ func (v *ViewWatch) Observe(img *RGB) ViewStatus {
 	v.frames++
 	return st
 }
+
+// Rebase makes the next frame every tile's reference, as the first frame
+// is: for a scene replaced on purpose (the simulator's reset), whose
+// objects and arm start elsewhere and stay there.
+func (v *ViewWatch) Rebase() { v.frames = 0 }
 
 // start takes img as every tile's reference.
 func (v *ViewWatch) start(img *RGB, tx, ty int) {

@@ -90,6 +90,27 @@ func TestViewWatchRereference(t *testing.T) {
 	}
 }
 
+// Rebase takes the next frame as the reference: a scene replaced on
+// purpose is not a moved view, a knock after it is.
+func TestViewWatchRebase(t *testing.T) {
+	ref, scene, knocked := viewFrame(t, "drawer-open", "ref"), viewFrame(t, "drawer-open", "scene"), viewFrame(t, "drawer-open", "knocked")
+	v, _ := NewViewWatch(ViewWatchConfig{})
+	v.Observe(ref)
+	if st := v.Observe(knocked); !st.Moved {
+		t.Fatalf("knocked: %+v, want moved", st)
+	}
+	v.Rebase()
+	if st := v.Observe(scene); st.Moved {
+		t.Fatalf("the first frame after Rebase: %+v, want a fresh reference", st)
+	}
+	if st := v.Observe(scene); st.Moved {
+		t.Fatalf("the new scene again: %+v, want not moved", st)
+	}
+	if st := v.Observe(knocked); !st.Moved {
+		t.Fatalf("knocked after Rebase: %+v, want moved", st)
+	}
+}
+
 // A change of frame size restarts the watch; frames too small for a tile
 // are ignored.
 func TestViewWatchSizes(t *testing.T) {

@@ -78,6 +78,7 @@ type App struct {
 	camTime    atomic.Int64  // unix nanos of the newest frame
 	camChanged atomic.Int64  // unix nanos of the newest frame that differs from the one before it (image bundles)
 	camMoved   atomic.Uint64 // float64 bits: the view watch's moved fraction (image bundles with watchdog.camera_moved)
+	viewRebase atomic.Int64  // unix nanos: the view watch takes the first frame captured after it as its reference (0: none pending)
 	view       *camera.ViewWatch
 	vision     visionSet  // one pipeline per image input; nil for a state-only bundle
 	stages     StageTimes // the control path's stage latencies (camera reader, vision, loop, gate's writes)
@@ -284,7 +285,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 				if a.view, err = camera.NewViewWatch(camera.ViewWatchConfig{Trigger: trig}); err != nil {
 					return nil, fmt.Errorf("safety.watchdog.camera_moved: %w", err)
 				}
-				deps.CameraMoved = func() float64 { return math.Float64frombits(a.camMoved.Load()) }
+				deps.CameraMoved = func() float64 {
+					if a.viewRebase.Load() != 0 {
+						return 0 // a new scene: its first frame is not in yet
+					}
+					return math.Float64frombits(a.camMoved.Load())
+				}
+				deps.SceneReplaced = func() { a.viewRebase.Store(time.Now().UnixNano()) }
+				log.Info("camera view check on: a knocked or turned camera stops the arm (camera_moved)", "trigger", trig)
 			}
 		}
 	}
@@ -690,7 +698,7 @@ func (a *App) cameraLoop(ctx context.Context) {
 			a.camChanged.Store(f.Time.UnixNano())
 		}
 		if a.view != nil {
-			a.camMoved.Store(math.Float64bits(a.view.Observe(&rgb).Fraction()))
+			a.observeView(&rgb, f.Time)
 		}
 		ok := true
 		for _, v := range a.vision {
@@ -705,6 +713,26 @@ func (a *App) cameraLoop(ctx context.Context) {
 		if feedView {
 			a.tel.SubmitFrame(rgb.Pix, rgb.Width, rgb.Height, f.Time)
 		}
+	}
+}
+
+// observeView runs the camera's view check (safety watchdog.camera_moved)
+// on a frame captured at t. After a scene replaced on purpose (NewEpisode),
+// frames captured before the new scene are skipped and the first one after
+// becomes the view's reference.
+func (a *App) observeView(rgb *camera.RGB, t time.Time) {
+	since := a.viewRebase.Load()
+	if since != 0 {
+		// a frame of the old scene, or of the switch (a camera whose clock is
+		// not the wall clock is taken after a second)
+		if t.UnixNano() <= since && time.Since(time.Unix(0, since)) < time.Second {
+			return
+		}
+		a.view.Rebase()
+	}
+	a.camMoved.Store(math.Float64bits(a.view.Observe(rgb).Fraction()))
+	if since != 0 {
+		a.viewRebase.CompareAndSwap(since, 0)
 	}
 }
 

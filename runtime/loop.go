@@ -80,6 +80,11 @@ type LoopDeps struct {
 	// the view has not moved), for safety watchdog.camera_moved. Nil: not
 	// watched.
 	CameraMoved func() float64
+	// SceneReplaced, if set, is called on the loop's goroutine when
+	// NewEpisode's replace has returned and the loop resumes on the new
+	// scene (the camera's view check takes the new scene as its reference).
+	// It must not block.
+	SceneReplaced func()
 	// Images gives the vision features of the bundle's image inputs; nil
 	// when the bundle takes none (NewLoop refuses an image bundle without).
 	Images   ImageSource
@@ -423,6 +428,9 @@ func (l *Loop) episodeTick(now time.Time) (hold bool) {
 		l.havePred = false
 		l.lastGrip = 0 // as at start-up: the new scene starts from the gripper command 0 (a held one would close it on nothing)
 		l.episodeFrom = now
+		if l.d.SceneReplaced != nil {
+			l.d.SceneReplaced()
+		}
 		return false
 	default:
 		return true

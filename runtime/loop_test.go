@@ -687,7 +687,12 @@ func TestLoopNewEpisode(t *testing.T) {
 	if got := h.l.Stats().Chunks; got != chunks {
 		t.Errorf("a plan of the old scene was committed during the switch: %d chunks, want %d", got, chunks)
 	}
+	replacedScenes := 0
+	h.l.d.SceneReplaced = func() { replacedScenes++ }
 	h.step() // resumes: the history restarts padded with this tick's observation
+	if replacedScenes != 1 {
+		t.Errorf("SceneReplaced called %d times on resuming, want 1", replacedScenes)
+	}
 	if !h.l.obs.ready() || h.l.obs.n != h.l.obs.horizon || h.l.havePred {
 		t.Errorf("after the switch: %d observations (ready %v), plan kept %v; want a padded history and no plan", h.l.obs.n, h.l.obs.ready(), h.l.havePred)
 	}
