@@ -25,6 +25,8 @@ for r in $(seq 1 "$rounds"); do
     b button-press-K$k-full --bundle bundles/metaworld-button-press --steps $k
     b button-press-K$k-planner --bundle bundles/metaworld-button-press --steps $k --planner
   done
+  b drawer-open-K20-planner --bundle bundles/metaworld-drawer-open --steps 20 --planner
+  b drawer-open-K5-planner --bundle bundles/metaworld-drawer-open --steps 5 --planner
   b assembly-K10-full --bundle bundles/metaworld-assembly --steps 10
   b assembly-K10-planner --bundle bundles/metaworld-assembly --steps 10 --planner
   b assembly-K5-planner --bundle bundles/metaworld-assembly --steps 5 --planner
