@@ -60,34 +60,45 @@ func TestViewWatchSimulatorFrames(t *testing.T) {
 	}
 }
 
+// viewStep is one frame of a sequence and whether the view should read
+// moved after it.
+type viewStep struct {
+	name  string
+	frame *RGB
+	moved bool
+}
+
+// observeSteps feeds v the frames in turn and checks each status.
+func observeSteps(t *testing.T, v *ViewWatch, steps ...viewStep) {
+	t.Helper()
+	for _, s := range steps {
+		if st := v.Observe(s.frame); st.Moved != s.moved {
+			t.Fatalf("%s: %+v (fraction %.2f), want moved %v", s.name, st, st.Fraction(), s.moved)
+		}
+	}
+}
+
 // A tile that holds other content for Rereference frames takes it as its
-// reference; a knock is measured against the new reference.
+// reference; a knock is measured against the new reference, and while the
+// view is moved nothing is re-referenced (the knocked view never becomes
+// the reference).
 func TestViewWatchRereference(t *testing.T) {
 	ref, arm, knocked := viewFrame(t, "button-press", "ref"), viewFrame(t, "button-press", "arm"), viewFrame(t, "button-press", "knocked")
 	v, err := NewViewWatch(ViewWatchConfig{Rereference: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.Observe(ref)
-	for i := 0; i < 4; i++ {
-		if st := v.Observe(arm); st.Moved {
-			t.Fatalf("arm frame %d: moved", i)
-		}
+	steps := []viewStep{{"reference", ref, false}}
+	for range 4 {
+		steps = append(steps, viewStep{"arm", arm, false})
 	}
 	// the arm's tiles now match the arm frame: back at the reset they differ
 	// from their new reference, but only a few tiles stop matching at once
-	if st := v.Observe(ref); st.Moved {
-		t.Fatalf("back to the reset frame: %+v, want not moved", st)
+	steps = append(steps, viewStep{"back to the reset frame", ref, false})
+	for range 7 {
+		steps = append(steps, viewStep{"knocked", knocked, true})
 	}
-	if st := v.Observe(knocked); !st.Moved {
-		t.Fatalf("knocked: %+v, want moved", st)
-	}
-	// while moved, nothing is re-referenced: the knocked view never becomes the reference
-	for i := 0; i < 6; i++ {
-		if st := v.Observe(knocked); !st.Moved {
-			t.Fatalf("knocked frame %d: %+v, want moved", i, st)
-		}
-	}
+	observeSteps(t, v, steps...)
 }
 
 // Rebase takes the next frame as the reference: a scene replaced on
@@ -95,20 +106,10 @@ func TestViewWatchRereference(t *testing.T) {
 func TestViewWatchRebase(t *testing.T) {
 	ref, scene, knocked := viewFrame(t, "drawer-open", "ref"), viewFrame(t, "drawer-open", "scene"), viewFrame(t, "drawer-open", "knocked")
 	v, _ := NewViewWatch(ViewWatchConfig{})
-	v.Observe(ref)
-	if st := v.Observe(knocked); !st.Moved {
-		t.Fatalf("knocked: %+v, want moved", st)
-	}
+	observeSteps(t, v, viewStep{"reference", ref, false}, viewStep{"knocked", knocked, true})
 	v.Rebase()
-	if st := v.Observe(scene); st.Moved {
-		t.Fatalf("the first frame after Rebase: %+v, want a fresh reference", st)
-	}
-	if st := v.Observe(scene); st.Moved {
-		t.Fatalf("the new scene again: %+v, want not moved", st)
-	}
-	if st := v.Observe(knocked); !st.Moved {
-		t.Fatalf("knocked after Rebase: %+v, want moved", st)
-	}
+	observeSteps(t, v, viewStep{"the first frame after Rebase", scene, false}, viewStep{"the new scene again", scene, false},
+		viewStep{"knocked after Rebase", knocked, true})
 }
 
 // A change of frame size restarts the watch; frames too small for a tile
