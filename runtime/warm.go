@@ -39,6 +39,11 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 		return fmt.Errorf("runtime: loop.warm_start needs an energy policy's Euler steps; bundle %q is %q: set warm_start.sigma to 0", m.Name, m.Policy)
 	}
 	ws, ok := s.(warmSampler)
+	if !ok && from != "loop.warm_start" {
+		// the bundle's is a default: a sampler without one plans cold
+		l.log.Info("warm start: plans start cold", "bundle_sets", "sampler.warm_start", "why", fmt.Sprintf("this sampler (%T) has no warm start", s))
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("runtime: loop.warm_start: this sampler (%T) has no warm start", s)
 	}

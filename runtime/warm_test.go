@@ -149,6 +149,16 @@ func TestWarmStartRefusals(t *testing.T) {
 			}
 		})
 	}
+	// A sampler without warm starts: the config's is refused, the bundle's
+	// (a default) plans cold.
+	if _, err := newLoop(t, harnessOptions{bundle: testBundle(t), warm: WarmConfig{Sigma: 1}}); err == nil || !strings.Contains(err.Error(), "has no warm start") {
+		t.Errorf("loop.warm_start on a sampler without one: %v", err)
+	}
+	l, err := newLoop(t, harnessOptions{bundle: testBundle(t),
+		manifest: func(m *engines.Manifest) { m.Sampler.WarmStart = &engines.WarmSpec{Sigma: 1, Steps: 4} }})
+	if err != nil || l.l.warm != nil {
+		t.Errorf("the bundle's warm start on a sampler without one: %v (warm %v), want cold plans", err, l != nil && l.l.warm != nil)
+	}
 	c := DefaultConfig()
 	c.Loop.Warm = WarmConfig{Sigma: 1}
 	c.Loop.Chunking.Mode = "denoised"
