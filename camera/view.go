@@ -28,8 +28,9 @@ import "fmt"
 //     the view is moved.
 //
 // The first frame, the first after a change of frame size and the first
-// after Rebase are the reference of every tile. A camera that drifts slowly, a tile at a time, is
-// not caught. ViewWatch is not safe for concurrent use.
+// after Rebase are the reference of every tile. A camera that drifts
+// slowly, a tile at a time, is not caught. ViewWatch is not safe for
+// concurrent use.
 type ViewWatch struct {
 	cfg ViewWatchConfig
 
@@ -175,21 +176,20 @@ func (v *ViewWatch) Observe(img *RGB) ViewStatus {
 // objects and arm start elsewhere and stay there.
 func (v *ViewWatch) Rebase() { v.frames = 0 }
 
-// start takes img as every tile's reference.
+// start takes img as every tile's reference, reusing the buffers when the
+// frame size is unchanged (a Rebase).
 func (v *ViewWatch) start(img *RGB, tx, ty int) {
-	v.w, v.h, v.tx, v.ty = img.Width, img.Height, tx, ty
-	n := tx * ty
-	v.grey = make([]byte, img.Width*img.Height)
-	v.prev = make([]byte, img.Width*img.Height)
-	v.ref = make([]byte, img.Width*img.Height)
-	v.matched = make([]bool, n)
-	v.now = make([]bool, n)
-	v.still = make([]int, n)
+	if img.Width != v.w || img.Height != v.h {
+		v.w, v.h, v.tx, v.ty = img.Width, img.Height, tx, ty
+		n, px := tx*ty, img.Width*img.Height
+		v.grey, v.prev, v.ref = make([]byte, px), make([]byte, px), make([]byte, px)
+		v.matched, v.now, v.still = make([]bool, n), make([]bool, n), make([]int, n)
+	}
 	v.moved = nil
 	v.toGrey(img)
 	copy(v.ref, v.grey)
 	for t := range v.matched {
-		v.matched[t] = true
+		v.matched[t], v.still[t] = true, 0
 	}
 	v.grey, v.prev = v.prev, v.grey
 	v.frames = 1

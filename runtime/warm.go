@@ -39,11 +39,6 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 		return fmt.Errorf("runtime: loop.warm_start needs an energy policy's Euler steps; bundle %q is %q: set warm_start.sigma to 0", m.Name, m.Policy)
 	}
 	ws, ok := s.(warmSampler)
-	if !ok && from != "loop.warm_start" {
-		// the bundle's is a default: a sampler without one plans cold
-		l.log.Info("warm start: plans start cold", "bundle_sets", "sampler.warm_start", "why", fmt.Sprintf("this sampler (%T) has no warm start", s))
-		return nil
-	}
 	if !ok {
 		return fmt.Errorf("runtime: loop.warm_start: this sampler (%T) has no warm start", s)
 	}
@@ -70,13 +65,18 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 // bundleWarm is the bundle's sampler.warm_start as a loop.warm_start, when
 // it applies: the sampler runs the bundle's K and the loop its rate, where
 // the warm start was measured (WarmSpec.Applies), and real-time chunking
-// is off (a guide and a warm start do not mix). Otherwise the zero config
-// (cold) and, when the bundle sets one, why it does not apply.
+// is off (a guide and a warm start do not mix), and the sampler has warm
+// starts (the bundle's is a default; a test double without them plans
+// cold). Otherwise the zero config (cold) and, when the bundle sets one, why
+// it does not apply.
 func (l *Loop) bundleWarm(s PolicySampler) (WarmConfig, string) {
 	m := l.d.Manifest
 	w := m.Sampler.WarmStart
 	if w == nil { // (a diffusion bundle with one is refused at load)
 		return WarmConfig{}, ""
+	}
+	if _, ok := s.(warmSampler); !ok {
+		return WarmConfig{}, fmt.Sprintf("this sampler (%T) has no warm start", s)
 	}
 	if mode := l.d.Config.Loop.Chunking.Mode; mode != "" && mode != "off" {
 		return WarmConfig{}, fmt.Sprintf("loop.realtime_chunking (mode %s) is on", mode)
