@@ -120,7 +120,10 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #           (obs[11:18], pose of "object 2", zero in the demonstrations of every
 #           task but hammer, whose slot holds the nail), 6 cm beside the hand
 #           where it was at the onset, as a perception stack would report a
-#           new thing on the table. The physics is unchanged.
+#           new thing on the table; and the camera sees it there: a blue box
+#           (OBJECT_HALF_SIZE) drawn into every frame from the onset, so a
+#           policy that reads only its camera meets it too. The physics is
+#           unchanged (nothing collides with it).
 #   occlusion: the camera is blocked: a dark square over the middle half of
 #           every rendered frame (a quarter of the image), as a hand or a
 #           cable in front of the lens would. State and physics are unchanged:
@@ -145,6 +148,9 @@ OCCLUSION_GREY = 30
 CAMERA_SHIFT = 0.05
 CAMERA_TILT_DEG = 5.0
 PUSH_DISTANCE = 0.08
+#: the object fault's box, half-sizes in metres (a 5 cm cube) and its colour
+OBJECT_HALF_SIZE = (0.025, 0.025, 0.025)
+OBJECT_RGBA = (0.1, 0.25, 0.9, 1.0)
 OBJ2 = slice(11, 18)
 OBJ2_PREV = slice(29, 36)
 ARM_STATE = slice(0, 4)
@@ -393,6 +399,8 @@ class World:
             self._shift_camera()
         r = self._get_renderer(size or self.camera_size)
         r.update_scene(self.env.data, camera=self.camera_name)
+        if on and f.kind == "object" and self._obj2 is not None:
+            self._draw_object(r.scene)
         fl = r.scene.flags
         fl[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
         fl[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
@@ -417,6 +425,15 @@ class World:
         if size is None or size == self.camera_size:
             self.last_render_s = time.perf_counter() - t0
         return img
+
+    def _draw_object(self, scene: mujoco.MjvScene) -> None:
+        """Draw the object fault's box at its pose (obs[11:14]) into scene: seen, not simulated."""
+        if scene.ngeom >= scene.maxgeom:
+            raise RuntimeError(f"object fault: the scene holds {scene.maxgeom} geoms already, no room for the object")
+        mujoco.mjv_initGeom(scene.geoms[scene.ngeom], mujoco.mjtGeom.mjGEOM_BOX,
+                            np.asarray(OBJECT_HALF_SIZE, dtype=np.float64), self._obj2[:3].astype(np.float64),
+                            np.eye(3).reshape(9), np.asarray(OBJECT_RGBA, dtype=np.float32))
+        scene.ngeom += 1
 
     def _camera_id(self) -> int:
         return mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, self.camera_name)

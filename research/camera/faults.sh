@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The stop on the camera bundles, through the runtime (issue 50): the earlier fault table's
 # protocol (research/faults/README.md: 10 Hz, the stop live, 10 episodes a cell, seeds 50000+,
-# the fault at step 30) with the camera's faults added, and level L against level 0 for the AUROC.
+# the fault at step 30) with the camera's faults added (and the object, which a camera sees), and level L against level 0 for the AUROC.
 #
 #   research/camera/faults.sh [TASK ...]        (default: button-press drawer-open)
 #   .venv/bin/python -m research.faults.table research/camera/faults
@@ -12,7 +12,9 @@ ef=${EF:-./bin/energyflow}
 tasks=("$@"); [ ${#tasks[@]} -gt 0 ] || tasks=(button-press drawer-open)
 for t in "${tasks[@]}"; do
   b=bundles/metaworld-$t-camera
-  for f in push blackout freeze camera_shift occlusion; do
+  faults=(push object blackout freeze camera_shift occlusion)
+  [ "$t" != hammer ] || faults=(push blackout freeze camera_shift occlusion)  # hammer: no empty object slot
+  for f in "${faults[@]}"; do
     $ef sim eval --bundle "$b" --task "$t" --episodes 10 --seed 50000 --rate 10 --fault $f --fault-step 30 \
         --max-steps 80 --json "$out/$t-camera-$f.json" > /dev/null 2>> "$out/$t-camera.log"
   done

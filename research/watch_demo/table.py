@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import List, Sequence
 
 
-def row(s: dict) -> str:
+def row(s: dict, run: str) -> str:
+    """One summary's row; run names it (the summary's file name, which says what set the run apart)."""
     v = s["viewer"]
     lo, hi = s["success_ci95"]
     n = s.get("stops_while_watched", len(s["stops"]))
@@ -23,15 +24,15 @@ def row(s: dict) -> str:
         check.append(f"moving again {v['level_0_again']['moving_after_s']:.1f} s after the click")
     # the bundle, where the summary names it (runs before it did used the task's state bundle)
     bundle = s.get("bundle") or f"metaworld-{s['task']}"
-    return (f"| {bundle} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
+    return (f"| {run} | {bundle} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
             f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {'; '.join(check) or '–'} |")
 
 
 def table(paths: Sequence[Path]) -> List[str]:
-    out = ["| bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
-           "|---|---|---|---|---|---|"]
+    out = ["| run | bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
+           "|---|---|---|---|---|---|---|"]
     for p in paths:
-        out.append(row(json.loads(Path(p).read_text())))
+        out.append(row(json.loads(Path(p).read_text()), Path(p).stem))
     return out
 
 

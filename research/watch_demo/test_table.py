@@ -13,8 +13,8 @@ def test_table_row_from_a_summary(tmp_path):
     p = tmp_path / "bp.json"
     p.write_text(json.dumps(s))
     head, rule, r = table([p])
-    assert head.startswith("| bundle |") and rule.startswith("|---")
-    assert "| metaworld-button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
+    assert head.startswith("| run | bundle |") and rule.startswith("|---")
+    assert "| bp | metaworld-button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
     assert "L stopped after 1.1 s; moving again 1.2 s after the click" in r
 
 
@@ -25,4 +25,4 @@ def test_table_names_the_bundle_the_demo_ran(tmp_path):
          "stops_while_watched": 0, "stops": []}
     p = tmp_path / "cam.json"
     p.write_text(json.dumps(s))
-    assert table([p])[2].startswith("| metaworld-button-press-camera | 30 min, 0 busy loops |")
+    assert table([p])[2].startswith("| cam | metaworld-button-press-camera | 30 min, 0 busy loops |")

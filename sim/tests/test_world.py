@@ -129,6 +129,39 @@ def test_camera_faults_change_the_frames_only(kind):
     w.close()
 
 
+def test_object_fault_is_seen_by_the_camera_and_not_simulated():
+    from sim.world import OBJ2, Fault
+
+    w = World("button-press", camera_size=(64, 64), camera_name="topview")
+    pol = expert_policy("button-press")
+    w.reset(seed=3)
+    clean_frames, clean_obs = [], []
+    for _ in range(12):
+        w.step(pol.get_action(w.obs))
+        clean_frames.append(w.render())
+        clean_obs.append(w.obs.copy())
+    w.reset(seed=3, fault=Fault("object", 6))
+    frames, obs = [], []
+    for _ in range(12):
+        w.step(pol.get_action(w.obs))
+        frames.append(w.render())
+        obs.append(w.obs.copy())
+    for i in range(5):                                        # before the onset: the scene
+        np.testing.assert_array_equal(frames[i], clean_frames[i])
+        np.testing.assert_array_equal(obs[i], clean_obs[i])
+    np.testing.assert_array_equal(np.array(obs)[:, 0:4], np.array(clean_obs)[:, 0:4])  # not simulated
+    assert np.abs(obs[-1][OBJ2][:3]).sum() > 0                # the state slot reports it
+    for f, c in zip(frames[5:], clean_frames[5:]):
+        changed = (f != c).any(axis=2)
+        assert 4 <= changed.sum() < f.shape[0] * f.shape[1] // 4, changed.sum()  # a thing, not the view
+        px = f[changed].astype(float)
+        assert (px[:, 2] > px[:, 0] + 40).mean() > 0.5, px.mean(axis=0)  # it is blue
+    w.reset(seed=3)                                           # gone with the next episode
+    w.step(pol.get_action(w.obs))
+    np.testing.assert_array_equal(w.render(), clean_frames[0])
+    w.close()
+
+
 def test_zero_state_fault_zeroes_the_arm_reading_only():
     from sim.world import ARM_STATE, ARM_STATE_PREV, Fault
 
