@@ -28,10 +28,14 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
+import onnxruntime as ort
+import torch
 
 from .bundle import BundleError, read_manifest, write_manifest
 from .compact import MIN_ELEMENTS, compact_bundle
 from .preprocess import preprocess_image
+from .state_term.manifest import state_term_bundle
+from .state_term.network import StateTermConfig
 
 #: the obs key of the arm reading in camera demonstrations (sim.record) and camera bundles
 PROPRIO = "proprio"
@@ -60,8 +64,7 @@ def features(bundle: str | Path, data: str | Path, out: str | Path) -> Dict[str,
     exactly as the runtime's vision stage does, so the features are the
     standardised estimates the runtime puts in ``cond``.
     """
-    import h5py
-    import onnxruntime as ort
+    import h5py  # heavy optional dependency (HDF5 C library): only when demonstrations are read
 
     bundle = Path(bundle)
     man = read_manifest(bundle)
@@ -124,11 +127,6 @@ def retrain(bundle: str | Path, data: str | Path, out: str | Path, steps: int = 
     state score are dropped (they were certified on the old term's scale);
     ``out`` must not exist.
     """
-    import torch
-
-    from .state_term.manifest import state_term_bundle
-    from .state_term.network import StateTermConfig
-
     bundle, out = Path(bundle), Path(out)
     if out.exists():
         raise CameraStateTermError(f"{out} exists: give a new directory")
