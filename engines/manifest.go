@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -182,6 +183,33 @@ type ObsSpec struct {
 	Features   int         `json:"features,omitempty"`   // image: width of the encoder output
 	Preprocess *Preprocess `json:"preprocess,omitempty"` // image: how pixels become the graph input
 	Camera     *CameraSpec `json:"camera,omitempty"`     // image: the camera it was trained on (optional)
+	Palette    *Palette    `json:"palette,omitempty"`    // image: the colours its demonstrations showed (optional)
+}
+
+// Palette is the set of colours an image input's demonstration frames
+// showed, written by the toolkit's `python -m energyflow.palette`
+// (docs/bundle.md): each channel cut into Levels equal steps, the cells of
+// the Levels³ RGB cube that any pixel of any demonstration frame fell in.
+// The runtime counts a frame's pixels outside it (camera.Palette) for the
+// unseen-colour stop, safety watchdog.camera_unseen.
+type Palette struct {
+	// Levels is the number of steps per channel: a power of two, 2 to 64.
+	Levels int `json:"levels"`
+	// Seen is the marked cells, standard base64 of Levels³/8 bytes: cell
+	// (r·Levels + g)·Levels + b is bit c%8 of byte c/8.
+	Seen string `json:"seen"`
+	// Grow is how many steps (along one channel) from a cell a
+	// demonstration pixel fell in a cell was marked too: the margin for a
+	// decoder other than the recorder's. Informational.
+	Grow int `json:"grow"`
+	// Frames is how many demonstration frames it was built from.
+	Frames int `json:"frames"`
+	// HeldOut is its reading on demonstration frames it was not built
+	// from: how many, and the most unseen pixels in any one of them.
+	HeldOut struct {
+		Frames    int `json:"frames"`
+		MaxUnseen int `json:"max_unseen"`
+	} `json:"held_out"`
 }
 
 // CameraSpec names the camera an image input was recorded with and the
@@ -478,6 +506,9 @@ func (m *Manifest) validateObs(p *problems) map[string]int {
 			}
 			if c := o.Camera; c != nil && (c.Name == "" || c.Width <= 0 || c.Height <= 0) {
 				p.add(f+".camera", "got name %q, %d×%d, expected a name and a frame size > 0", c.Name, c.Width, c.Height)
+			}
+			if pl := o.Palette; pl != nil {
+				checkPalette(p, f+".palette", pl)
 			}
 			if o.Preprocess == nil {
 				p.add(f+".preprocess", "missing, expected resize/crop/channel_order/mean/std for an image input")
@@ -961,3 +992,23 @@ func shapeEqual(a, b []int64) bool {
 
 func isNaN32(v float32) bool { return v != v }
 func isInf32(v float32) bool { return math.IsInf(float64(v), 0) }
+
+// checkPalette checks an image input's palette: levels a power of two from
+// 2 to 64, its cells exactly Levels³/8 bytes of base64.
+func checkPalette(p *problems, f string, pl *Palette) {
+	if pl.Levels < 2 || pl.Levels > 64 || pl.Levels&(pl.Levels-1) != 0 {
+		p.add(f+".levels", "got %d, expected a power of two from 2 to 64 (steps per channel)", pl.Levels)
+		return
+	}
+	want := max(1, pl.Levels*pl.Levels*pl.Levels/8)
+	b, err := base64.StdEncoding.DecodeString(pl.Seen)
+	switch {
+	case err != nil:
+		p.add(f+".seen", "not standard base64: %v", err)
+	case len(b) != want:
+		p.add(f+".seen", "holds %d bytes, expected %d (a bit for each of the %d³ cells)", len(b), want, pl.Levels)
+	}
+	if pl.Frames <= 0 {
+		p.add(f+".frames", "got %d, expected the number of demonstration frames it was built from (> 0)", pl.Frames)
+	}
+}

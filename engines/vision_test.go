@@ -1,6 +1,9 @@
 package engines_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -134,5 +137,61 @@ func TestVisionBundleValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v does not mention %s", err, w)
 		}
+	}
+}
+
+// An image input's palette (the unseen-colour check's colours) is read and
+// checked: levels a power of two from 2 to 64, exactly levels³/8 bytes of
+// base64, the frames it was built from.
+func TestVisionBundlePalette(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(writeVisionBundle(t), "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	for _, tc := range []struct {
+		name    string
+		palette map[string]any
+		want    string // "" valid, else a field named in the error
+	}{
+		{"valid", map[string]any{"levels": 16, "seen": cells(512), "frames": 100, "held_out": map[string]any{"frames": 10, "max_unseen": 1}}, ""},
+		{"two levels", map[string]any{"levels": 2, "seen": cells(1), "frames": 1}, ""},
+		{"levels 12", map[string]any{"levels": 12, "seen": cells(216), "frames": 1}, ".palette.levels"},
+		{"levels 128", map[string]any{"levels": 128, "seen": cells(262144), "frames": 1}, ".palette.levels"},
+		{"short", map[string]any{"levels": 16, "seen": cells(500), "frames": 1}, ".palette.seen"},
+		{"not base64", map[string]any{"levels": 16, "seen": "!!", "frames": 1}, ".palette.seen"},
+		{"no frames", map[string]any{"levels": 16, "seen": cells(512)}, ".palette.frames"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			obs := m["obs"].([]any)
+			img := -1
+			for i, o := range obs {
+				if o.(map[string]any)["kind"] == "image" {
+					img = i
+					o.(map[string]any)["palette"] = tc.palette
+				}
+			}
+			out, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			man, err := engines.ParseManifest("manifest.json", out)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if p := man.Obs[img].Palette; p == nil || p.Levels != tc.palette["levels"] {
+					t.Fatalf("palette not read: %+v", p)
+				}
+				return
+			}
+			if w := fmt.Sprintf("obs[%d]%s", img, tc.want); err == nil || !strings.Contains(err.Error(), w) {
+				t.Fatalf("error %v does not name %s", err, w)
+			}
+		})
 	}
 }

@@ -80,6 +80,12 @@ type App struct {
 	camMoved   atomic.Uint64 // float64 bits: the view watch's moved fraction (image bundles with watchdog.camera_moved)
 	viewRebase atomic.Int64  // unix nanos: the view watch takes the first frame captured after it as its reference (0: none pending)
 	view       *camera.ViewWatch
+	// palette is the image input's demonstration colours (watchdog.camera_unseen;
+	// nil: not watched); camUnseen the smaller unseen-pixel count of the two
+	// newest frames, unseenPrev the newest frame's own (the camera loop's).
+	palette    *camera.Palette
+	camUnseen  atomic.Int64
+	unseenPrev int
 	vision     visionSet  // one pipeline per image input; nil for a state-only bundle
 	stages     StageTimes // the control path's stage latencies (camera reader, vision, loop, gate's writes)
 	tel        *telemetry.Server
@@ -291,8 +297,27 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 					}
 					return math.Float64frombits(a.camMoved.Load())
 				}
-				deps.SceneReplaced = func() { a.viewRebase.Store(time.Now().UnixNano()) }
 				log.Info("camera view check on: a knocked or turned camera stops the arm (camera_moved)", "trigger", trig)
+			}
+			if n := cfg.Safety.Watchdog.CameraUnseen; n > 0 {
+				if a.palette, err = imagePalette(&a.bundle.Manifest); err != nil {
+					return nil, fmt.Errorf("safety.watchdog.camera_unseen: %w", err)
+				}
+				if a.palette == nil {
+					log.Warn("safety.watchdog.camera_unseen is set, but the bundle's image input has no palette (python -m energyflow.palette writes one): something new in view is not watched", "bundle", a.bundle.Manifest.Name)
+				} else {
+					deps.CameraUnseen = func() int {
+						if a.viewRebase.Load() != 0 {
+							return 0 // a new scene: its frames are not in yet
+						}
+						return int(a.camUnseen.Load())
+					}
+					log.Info("unseen-colour check on: something in view that no demonstration showed stops the arm (camera_unseen)",
+						"pixels", n, "levels", a.palette.Levels(), "cells", a.palette.Cells())
+				}
+			}
+			if a.view != nil || a.palette != nil {
+				deps.SceneReplaced = func() { a.viewRebase.Store(time.Now().UnixNano()) }
 			}
 		}
 	}
@@ -697,7 +722,7 @@ func (a *App) cameraLoop(ctx context.Context) {
 			prev = append(prev[:0], rgb.Pix...)
 			a.camChanged.Store(f.Time.UnixNano())
 		}
-		if a.view != nil {
+		if a.view != nil || a.palette != nil {
 			a.observeView(&rgb, f.Time)
 		}
 		ok := true
@@ -716,10 +741,11 @@ func (a *App) cameraLoop(ctx context.Context) {
 	}
 }
 
-// observeView runs the camera's view check (safety watchdog.camera_moved)
-// on a frame captured at t. After a scene replaced on purpose (NewEpisode),
-// frames captured before the new scene are skipped and the first one after
-// becomes the view's reference.
+// observeView runs the camera's view checks on a frame captured at t: the
+// knocked camera (safety watchdog.camera_moved) and the unseen colours
+// (watchdog.camera_unseen). After a scene replaced on purpose (NewEpisode),
+// frames captured before the new scene are skipped, the first one after
+// becomes the view's reference, and the unseen count starts afresh.
 func (a *App) observeView(rgb *camera.RGB, t time.Time) {
 	since := a.viewRebase.Load()
 	if since != 0 {
@@ -728,9 +754,19 @@ func (a *App) observeView(rgb *camera.RGB, t time.Time) {
 		if t.UnixNano() <= since && time.Since(time.Unix(0, since)) < time.Second {
 			return
 		}
-		a.view.Rebase()
+		if a.view != nil {
+			a.view.Rebase()
+		}
+		a.unseenPrev = 0
 	}
-	a.camMoved.Store(math.Float64bits(a.view.Observe(rgb).Fraction()))
+	if a.view != nil {
+		a.camMoved.Store(math.Float64bits(a.view.Observe(rgb).Fraction()))
+	}
+	if a.palette != nil {
+		n := a.palette.Unseen(rgb)
+		a.camUnseen.Store(int64(min(n, a.unseenPrev)))
+		a.unseenPrev = n
+	}
 	if since != 0 {
 		a.viewRebase.CompareAndSwap(since, 0)
 	}
@@ -932,3 +968,22 @@ func (c controller) RecoveryInfo() telemetry.RecoveryInfo {
 	return telemetry.RecoveryInfo{Axes: len(sc.Limits.MaxVelocity), SpeedFraction: r.SpeedFraction, TimeLimit: r.TimeLimit,
 		JogHold: r.JogHold, RetraceWindow: r.RetraceWindow}
 }
+
+// imagePalette is the camera palette of the bundle's image input (nil: it
+// has none, or the bundle has no image input).
+func imagePalette(m *engines.Manifest) (*camera.Palette, error) {
+	for _, o := range m.Obs {
+		if o.Kind == engines.ObsImage && o.Palette != nil {
+			p, err := camera.DecodePalette(o.Palette.Levels, o.Palette.Seen)
+			if err != nil {
+				return nil, fmt.Errorf("bundle %s, input %q: %w", m.Name, o.Name, err)
+			}
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+// WatchesUnseen reports whether the unseen-colour check runs (safety
+// watchdog.camera_unseen set and the bundle's image input has a palette).
+func (a *App) WatchesUnseen() bool { return a.palette != nil }

@@ -80,6 +80,10 @@ type LoopDeps struct {
 	// the view has not moved), for safety watchdog.camera_moved. Nil: not
 	// watched.
 	CameraMoved func() float64
+	// CameraUnseen returns how many pixels of the two newest frames fall
+	// outside the bundle's palette (the smaller count of the two), for
+	// safety watchdog.camera_unseen. Nil: not watched.
+	CameraUnseen func() int
 	// SceneReplaced, if set, is called on the loop's goroutine when
 	// NewEpisode's replace has returned and the loop resumes on the new
 	// scene (the camera's view check takes the new scene as its reference).
@@ -698,6 +702,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 	if l.d.CameraMoved != nil {
 		in.CameraMoved = l.d.CameraMoved()
+	}
+	if l.d.CameraUnseen != nil {
+		in.CameraUnseen = l.d.CameraUnseen()
 	}
 	if l.d.CameraTime != nil {
 		in.Camera = l.d.CameraTime()

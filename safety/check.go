@@ -111,6 +111,9 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 	if w.CameraMoved > 0 && in.CameraMoved > 0 && !in.SceneChange {
 		set(fault{kind: KindCameraMoved, value: in.CameraMoved, threshold: w.CameraMoved})
 	}
+	if w.CameraUnseen > 0 && in.CameraUnseen >= w.CameraUnseen && !in.SceneChange {
+		set(fault{kind: KindCameraUnseen, value: float64(in.CameraUnseen), threshold: float64(w.CameraUnseen)})
+	}
 
 	// Energy: every rule sees every fresh score, compared with the threshold
 	// in effect: while running, the closed-loop band of the running ticks
@@ -305,6 +308,8 @@ func (g *Guard) message(f *fault) string {
 		m = fmt.Sprintf("camera frozen: no frame has changed for %v while the arm moved %.3g (watchdog.camera_frozen_motion %.3g) — the stream repeats one frame; check the camera and its driver", f.age.Round(time.Millisecond), f.value, f.threshold)
 	case KindCameraMoved:
 		m = fmt.Sprintf("camera moved: %.0f %% of the image tiles that matched the camera's view changed in one frame and still differ (watchdog.camera_moved %.3g) — the camera was knocked or turned; put it back where it was (a reset passes once its view matches again), or restart the runtime to take its present view", 100*f.value, f.threshold)
+	case KindCameraUnseen:
+		m = fmt.Sprintf("something unseen in view: %.0f pixels of each of two frames running have colours no demonstration showed (watchdog.camera_unseen %.0f) — an object, a hand or a tool the policy was never shown; take it out of view (a reset passes once fewer remain), or record demonstrations with it and retrain", f.value, f.threshold)
 	case KindArmStale:
 		m = fmt.Sprintf("arm state stale: %s (watchdog.arm_max_age %v) — is the arm reader running?", age(), f.bound)
 	case KindArmDisconnected:

@@ -170,6 +170,14 @@ type WatchdogConfig struct {
 	// still differ. In (0, 1]; 0: off (the default). Watched for bundles
 	// with an image input; the runtime's camera loop measures the view.
 	CameraMoved float64 `yaml:"camera_moved"`
+	// CameraUnseen catches something new in a fixed camera's view (an
+	// object, a hand, a tool left on the table): the arm stops
+	// (camera_unseen, a reset refused while it lasts) when at least this
+	// many pixels of each of two frames running have colours no frame of
+	// the bundle's demonstrations showed (camera.Palette, the image input's
+	// "palette" in the manifest). Pixels; 0: off. Watched for bundles whose
+	// image input carries a palette; the runtime's camera loop counts.
+	CameraUnseen int `yaml:"camera_unseen"`
 	// ArmMaxAge: oldest acceptable newest arm state. A failing read is
 	// tolerated until the last good state is this old (then arm_disconnected).
 	ArmMaxAge time.Duration `yaml:"arm_max_age"`
@@ -462,6 +470,11 @@ func (c *Config) Validate() error {
 		bad("watchdog.camera_moved", "must be a fraction in (0, 1] (0: off), got %v", w.CameraMoved)
 	} else if w.CameraMoved > 0 && w.CameraMaxAge == 0 {
 		bad("watchdog.camera_moved", "watches a camera, but watchdog.camera_max_age is 0 (no camera)")
+	}
+	if w.CameraUnseen < 0 {
+		bad("watchdog.camera_unseen", "must be a number of pixels ≥ 1 (0: off), got %d", w.CameraUnseen)
+	} else if w.CameraUnseen > 0 && w.CameraMaxAge == 0 {
+		bad("watchdog.camera_unseen", "watches a camera, but watchdog.camera_max_age is 0 (no camera)")
 	}
 	if w.CameraFrozenMotion > 0 && w.CameraFrozenWait <= 0 {
 		bad("watchdog.camera_frozen_wait", "must be > 0 (a duration such as 250ms) when watchdog.camera_frozen_motion is set, got %v", w.CameraFrozenWait)

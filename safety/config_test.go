@@ -111,6 +111,8 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 			[]string{"watchdog.camera_frozen_wait"}},
 		{"camera moved 1.5", func(c *Config) { c.Watchdog.CameraMoved = 1.5 }, []string{"watchdog.camera_moved"}},
 		{"camera moved NaN", func(c *Config) { c.Watchdog.CameraMoved = math.NaN() }, []string{"watchdog.camera_moved"}},
+		{"camera unseen negative", func(c *Config) { c.Watchdog.CameraUnseen = -1 }, []string{"watchdog.camera_unseen"}},
+		{"camera unseen without a camera", func(c *Config) { c.Watchdog.CameraUnseen = 6; c.Watchdog.CameraMaxAge = 0 }, []string{"watchdog.camera_unseen"}},
 		{"camera moved without a camera", func(c *Config) { c.Watchdog.CameraMoved, c.Watchdog.CameraMaxAge = 0.5, 0 },
 			[]string{"watchdog.camera_moved"}},
 		{"events", func(c *Config) { c.Events = EventsConfig{TraceBefore: 0, TraceAfter: 5} },

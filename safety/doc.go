@@ -36,7 +36,9 @@
 // Watchdogs bound the age of every input: scores (score_stale), an
 // in-flight inference (inference_deadline), camera frames (camera_stale;
 // camera_frozen when they stop changing while the arm moves in front of them,
-// camera_moved when the camera's view moved at once: knocked or turned),
+// camera_moved when the camera's view moved at once: knocked or turned,
+// camera_unseen when two frames running show colours no demonstration
+// showed: something new in view),
 // arm state (arm_stale, or arm_disconnected when reads fail), and the loop's
 // own lateness (loop_late). The arm's e-stop, fault word and enable read-back
 // (estop, arm_fault, arm_disabled), failed command writes (arm_write), NaN or

@@ -80,6 +80,12 @@ type Inputs struct {
 	// come back (a knocked or turned camera); 0 while it has not, or when
 	// unknown. Watched when watchdog.camera_moved is set.
 	CameraMoved float64
+	// CameraUnseen is how many pixels of the camera's frames fall outside
+	// the colours the bundle's demonstrations showed (camera.Palette), the
+	// smaller count of the newest frame and the one before it, so that one
+	// odd frame does not count; 0 when unknown. Watched when
+	// watchdog.camera_unseen is set.
+	CameraUnseen int
 	// Arm is the newest successfully read arm state (nil: none yet); its
 	// Time is when the reply arrived. ArmErr is the error of the newest read
 	// attempt (nil: that read succeeded).
@@ -131,6 +137,9 @@ type Decision struct {
 	// TrackingSum is the sustained rule's sum at this tick, compared with
 	// tracking.sustained (0 when the rule is off or its model just started).
 	TrackingSum float64
+	// CameraUnseen is the tick's Inputs.CameraUnseen: the pixels of colours
+	// no demonstration showed, compared with watchdog.camera_unseen.
+	CameraUnseen int
 }
 
 // Status is the gate's state for the API (GET /safety).
@@ -402,6 +411,7 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 	d.Active = f.kind
 	d.Tracking = g.trackNow
 	d.TrackingSum = g.trackSum
+	d.CameraUnseen = in.CameraUnseen
 
 	act := actNone
 	tripped := false

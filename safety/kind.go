@@ -54,6 +54,7 @@ const (
 	KindTracking                      // the arm's measured motion left the commanded one by more than tracking.tolerance
 	KindCameraFrozen                  // the camera's frames stayed identical while the arm moved more than watchdog.camera_frozen_motion
 	KindCameraMoved                   // the camera's view moved at once (knocked or turned) and has not come back (watchdog.camera_moved)
+	KindCameraUnseen                  // two frames running showed at least watchdog.camera_unseen pixels of colours no demonstration showed
 
 	NumKinds // number of kinds; Kind values are in [0, NumKinds)
 )
@@ -78,6 +79,7 @@ var kindNames = [NumKinds]string{
 	KindTracking:          "tracking",
 	KindCameraFrozen:      "camera_frozen",
 	KindCameraMoved:       "camera_moved",
+	KindCameraUnseen:      "camera_unseen",
 }
 
 // String returns the snake_case name used in logs, metrics labels and

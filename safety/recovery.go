@@ -250,6 +250,7 @@ var blockText = [NumKinds]string{
 	KindTracking:          "measured motion off the commanded one",
 	KindCameraFrozen:      "camera frames frozen",
 	KindCameraMoved:       "camera view moved",
+	KindCameraUnseen:      "something unseen in view",
 }
 
 // AppendText appends a one-line description to dst: "" for KindNone,

@@ -172,6 +172,13 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
     fi
+    if [ "$policy" = camera ]; then
+      # the colours its demonstrations showed, for the unseen-colour stop (safety
+      # watchdog.camera_unseen; docs/camera-policy.md, "Unseen colours"): ButtonPress's from
+      # its 800 cover scenes, the others' from the policy's 200
+      pal=$demos; [ "$task" != button-press ] || pal=$cover
+      (cd training && ../$py -m energyflow.palette --bundle "../bundles/$name" --data "../$pal" --grow 1)
+    fi
     ./bin/energyflow bundle verify "bundles/$name"
   done
   exit 0

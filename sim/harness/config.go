@@ -59,6 +59,9 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	// A knocked camera (sim eval --fault camera_shift): most of the view's
 	// steady tiles changing at once.
 	c.Safety.Watchdog.CameraMoved = f.CameraMoved
+	// Something new in view (sim eval --fault object, drawn into the
+	// camera's frames): colours no demonstration showed.
+	c.Safety.Watchdog.CameraUnseen = f.CameraUnseen
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
 	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.Rate)
 	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second

@@ -40,6 +40,12 @@ const (
 	// camera's steady view at once, the arm and the objects a few tiles a
 	// frame (camera.ViewWatch).
 	DefaultCameraMoved = 0.5
+	// DefaultCameraUnseen is --camera-unseen: over an hour of the
+	// ButtonPress camera bundle's level-0 driving, two frames running
+	// showed at most 3 pixels outside its palette; the object fault's 5 cm
+	// box, 8 or more in its first second (docs/camera-policy.md, "Unseen
+	// colours").
+	DefaultCameraUnseen = 6
 )
 
 // Levels returns the bridge's OOD levels, in order.
@@ -71,6 +77,10 @@ type Flags struct {
 	// CameraMoved is the knocked-camera check's trigger (--camera-moved, a
 	// fraction; 0: off): safety watchdog.camera_moved for bundles with an image.
 	CameraMoved float64
+	// CameraUnseen is the unseen-colour check's pixels (--camera-unseen; 0:
+	// off): safety watchdog.camera_unseen for bundles whose image input
+	// carries a palette.
+	CameraUnseen int
 	// Chunking and ChunkingStrength are --chunking and
 	// --chunking-strength: the runtime's loop.realtime_chunking mode and
 	// strength (0: the default).
@@ -108,6 +118,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
 	fs.Float64Var(&f.FrozenMotion, "camera-frozen-motion", DefaultFrozenMotion, "stop when the camera's frames stay identical while the hand moves this far, in m (safety watchdog.camera_frozen_motion; bundles with an image); 0: off, e.g. to measure a policy on a blanked image")
 	fs.Float64Var(&f.CameraMoved, "camera-moved", DefaultCameraMoved, "stop when this fraction of the camera's steady image tiles change at once and stay changed: a knocked or turned camera (safety watchdog.camera_moved; bundles with an image); 0: off")
+	fs.IntVar(&f.CameraUnseen, "camera-unseen", DefaultCameraUnseen, "stop when this many pixels of each of two frames running have colours no demonstration showed: something new in view (safety watchdog.camera_unseen; bundles whose image input has a palette); 0: off")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
 	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
@@ -171,6 +182,9 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.CameraMoved >= 0 && f.CameraMoved <= 1) {
 		bad("--camera-moved %v: must be a fraction in (0, 1], or 0 (off)", f.CameraMoved)
+	}
+	if f.CameraUnseen < 0 {
+		bad("--camera-unseen %d: must be a number of pixels, or 0 (off)", f.CameraUnseen)
 	}
 	if f.Steps < 0 {
 		bad("--steps %d: must be 0 (the bundle's default) or more", f.Steps)

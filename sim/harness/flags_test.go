@@ -38,6 +38,7 @@ func TestFlagsRefuse(t *testing.T) {
 	}{
 		{"camera moved over 1", func(f *harness.Flags) { f.CameraMoved = 1.5 }, "--camera-moved 1.5"},
 		{"camera moved negative", func(f *harness.Flags) { f.CameraMoved = -0.5 }, "--camera-moved -0.5"},
+		{"camera unseen negative", func(f *harness.Flags) { f.CameraUnseen = -1 }, "--camera-unseen -1"},
 		{"frozen motion negative", func(f *harness.Flags) { f.FrozenMotion = -1 }, "--camera-frozen-motion -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

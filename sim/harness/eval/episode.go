@@ -183,6 +183,9 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 			seq, first := app.Loop().Executed()
 			line["command"], line["chunk"], line["chunk_first"] = d.Command.Velocity, seq, first
 		}
+		if app != nil && app.WatchesUnseen() {
+			line["camera_unseen"] = d.CameraUnseen
+		}
 		if tracking {
 			line["tracking"] = nanNull(d.Tracking)
 			if cfg.Safety.Tracking.Sustained > 0 {
