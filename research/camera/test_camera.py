@@ -42,3 +42,27 @@ def test_critical_value_is_the_nth_largest_of_the_worst_window(tmp_path):
     (tmp_path / "c_9.jsonl").write_text(json.dumps({"state": "RUNNING", "seed": 9, "state_energy": 99.0}))  # unfinished
     assert critical.episodes([tmp_path]) == {7: [1.0, 3.0, 2.0]}
     assert critical.latency_range([tmp_path]) == {"p50": (80.0, 80.0), "p90": (95.0, 95.0)}
+
+
+def test_unseen_two_frame_count_stays_within_episodes():
+    from research.camera.unseen import table as unseen
+
+    u = np.zeros(2 * unseen.STEPS, int)
+    u[5], u[6] = 9, 3  # two frames running: the stop's count is the smaller
+    u[unseen.STEPS - 1], u[unseen.STEPS] = 8, 8  # the last of one episode, the first of the next
+    t = unseen.two(u)
+    assert t.shape == (2, unseen.STEPS - 1)
+    assert t[0, 5] == 3 and t[0, 4] == 0 and t[0, 6] == 0
+    assert t.max() == 3  # no pair across the two episodes
+
+
+def test_unseen_driving_reads_running_ticks_of_finished_chunks(tmp_path):
+    from research.camera.unseen import driving
+
+    rows = [{"seed": 1, "state": "STOPPED", "camera_unseen": 9}, {"seed": 1, "state": "RUNNING", "camera_unseen": 2},
+            {"seed": 2, "state": "RUNNING", "camera_unseen": 5}, {"seed": 2, "state": "RUNNING"}]
+    (tmp_path / "c_1.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "c_1.json").write_text("{}")
+    (tmp_path / "c_9.jsonl").write_text(json.dumps({"seed": 9, "state": "RUNNING", "camera_unseen": 50}) + "\n")  # unfinished
+    per, ticks = driving.largest_per_episode([tmp_path])
+    assert per == {1: 2, 2: 5} and ticks == {2: 1, 5: 1}

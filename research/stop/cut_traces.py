@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 #: the trace fields the replay reads
-KEEP = ("episode", "seed", "tick", "state", "state_energy", "tracking", "tracking_sum")
+KEEP = ("episode", "seed", "tick", "state", "state_energy", "tracking", "tracking_sum", "camera_unseen")
 
 
 def cut_line(line: str) -> str:

@@ -10,7 +10,7 @@ from research.stop.cut_traces import KEEP, cut_line, pack
 
 def test_cut_line_keeps_the_replay_fields_only() -> None:
     row = {"episode": 2, "seed": 7, "tick": 5, "state": "RUNNING", "state_energy": 3.5, "tracking": None,
-           "tracking_sum": 0.001, "energy": 12.0, "chunk": 3}
+           "tracking_sum": 0.001, "camera_unseen": 1, "energy": 12.0, "chunk": 3}
     got = json.loads(cut_line(json.dumps(row)))
     assert got == {k: row[k] for k in KEEP}
 

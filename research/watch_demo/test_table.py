@@ -26,3 +26,21 @@ def test_table_names_the_bundle_the_demo_ran(tmp_path):
     p = tmp_path / "cam.json"
     p.write_text(json.dumps(s))
     assert table([p])[2].startswith("| cam | metaworld-button-press-camera | 30 min, 0 busy loops |")
+
+
+def test_a_level_check_on_a_latched_stop_is_not_a_measurement(tmp_path):
+    msg = "state_energy out of distribution: newest score 5.427, threshold 5.353"
+    s = {"task": "button-press", "minutes": 30, "busy_loops": 0,
+         "viewer": {"frames_decoded": 17000, "fps": 9.4, "level_L": {"stopped_after_s": 0.1, "reason": "energy: " + msg},
+                    "level_0_again": {"moving_after_s": 4.1}},
+         "episodes_level0": 117, "successes": 94, "success_ci95": [0.72, 0.87],
+         "stops_while_watched": 1, "stops": [{"tick": 6057, "reason": "energy", "message": msg}]}
+    p = tmp_path / "latched.json"
+    p.write_text(json.dumps(s))
+    r = table([p])[2]
+    assert "L: not measured (the watched stop still latched); moving again 4.1 s" in r
+    s["viewer"]["level_L"]["reason"] = "energy: state_energy out of distribution: newest score 41.2, threshold 5.353"
+    s["viewer"]["unlatched_after_s"] = 3.9
+    p.write_text(json.dumps(s))
+    r = table([p])[2]
+    assert "unlatched by a new level-0 episode in 3.9 s; L stopped after 0.1 s" in r

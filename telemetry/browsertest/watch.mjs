@@ -71,6 +71,16 @@ try {
   if (env.EF_LEVEL_CHECK === '1') {
     check(!(await page.evaluate(() => document.getElementById('ep-new').disabled)), 'the Episode panel is disabled: the token has no reset scope');
     result.check_started_at = new Date().toISOString();
+    if ((await page.evaluate(now)).state !== 'RUNNING') {
+      // Stopped (a stop latched while watched): the operator's way on first,
+      // a new level-0 episode, so that the level-L stop is one of its own.
+      const t = Date.now();
+      await newEpisode(page, '0');
+      await poll(() => page.evaluate(now).then((s) => ({ ...s, ok: s.state === 'RUNNING' && s.speed > 0 })),
+        'the arm moving after "New episode" at level 0, before the level check', 10000, 50);
+      result.unlatched_after_s = (Date.now() - t) / 1000;
+      await sleep(2000);
+    }
     const tL = Date.now();
     await newEpisode(page, 'L');
     const stopped = await poll(() => page.evaluate(now).then((s) => ({ ...s, ok: s.state === 'STOPPED' })),

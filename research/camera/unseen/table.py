@@ -1,0 +1,81 @@
+"""How many pixels fall outside a camera bundle's palette, decoded by libjpeg (as recorded) and by the runtime (Go).
+
+    .venv/bin/python -m research.camera.unseen.table --clean build/unseen/button-press-clean \
+        --object build/unseen/button-press-object --data build/cover/button-press-topview-800.hdf5 \
+        [--json research/camera/unseen/button-press.json]
+
+The folders are `frames`' JPEGs with `decode`'s OUT.rgb beside them
+(DIR.rgb). The bundle's palette is rebuilt from its demonstrations at each
+grow (`energyflow.palette`'s split: the first 90 % of the demonstrations --data
+holds) and read on: the clean frames (the count the stop compares,
+the smaller of two frames running, and its largest), and the object
+fault's first second (steps 30–39: its two-frame count at its largest, per
+episode). docs/camera-policy.md, "Unseen colours", quotes it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from PIL import Image
+
+from energyflow import palette as P
+
+STEPS = 70  # frames.STEPS
+
+
+def jpegs(d: Path) -> np.ndarray:
+    return np.stack([np.asarray(Image.open(f).convert("RGB")) for f in sorted(d.glob("*.jpg"))])
+
+
+def go(d: Path) -> np.ndarray:
+    return np.fromfile(d.with_suffix(".rgb"), np.uint8).reshape(-1, 96, 96, 3)
+
+
+def two(u: np.ndarray) -> np.ndarray:
+    """The stop's count: the smaller of each frame's and the one before it, within an episode."""
+    u = u.reshape(-1, STEPS)
+    return np.minimum(u[:, 1:], u[:, :-1])
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--clean", required=True, type=Path)
+    p.add_argument("--object", required=True, type=Path)
+    p.add_argument("--data", required=True, type=Path, help="the camera demonstrations the palette is built from")
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    import h5py
+
+    with h5py.File(a.data) as f:
+        keys = sorted(f["data"].keys(), key=lambda k: int(k.rsplit("_", 1)[-1]))
+        train = keys[: len(keys) - int(round(0.1 * len(keys)))]
+        seen0, n = P.seen_cells((f["data"][k]["obs/camera"][:] for k in train), 16)
+    print(f"{a.data}: {len(train)} of {len(keys)} demonstrations")
+    clean = {"libjpeg": jpegs(a.clean), "runtime": go(a.clean)}
+    obj = go(a.object)
+    rows: List[Dict[str, Any]] = []
+    print(f"palette: 16 levels, {n} demonstration frames; clean frames {len(clean['runtime'])}, object episodes {len(obj) // STEPS}")
+    print("| grow | cells | clean, libjpeg: largest frame | clean, runtime: largest frame | clean, runtime: largest two-frame count | object's first second, runtime: two-frame count per episode |")
+    print("|---|---|---|---|---|---|")
+    for grow in (0, 1, 2):
+        seen = P.grow_cells(seen0, 16, grow)
+        ul, ur = (P.unseen_pixels(clean[k], seen, 16) for k in ("libjpeg", "runtime"))
+        uo = two(P.unseen_pixels(obj, seen, 16))[:, 30:39].max(axis=1)  # pairs ending at steps 31-39
+        r = {"grow": grow, "cells": int(seen.sum()), "clean_libjpeg_max": int(ul.max()), "clean_runtime_max": int(ur.max()),
+             "clean_runtime_two_max": int(two(ur).max()), "object_two_first_second": [int(x) for x in uo]}
+        rows.append(r)
+        r["clean_runtime_two_hist"] = {int(k): int(v) for k, v in zip(*np.unique(two(ur), return_counts=True))}
+        print(f"| {grow} | {r['cells']} | {r['clean_libjpeg_max']} | {r['clean_runtime_max']} | {r['clean_runtime_two_max']} | "
+              f"{', '.join(map(str, r['object_two_first_second']))} (least {min(uo)}) |")
+    if a.json:
+        a.json.write_text(json.dumps({"data": str(a.data), "demonstration_frames": n, "clean_frames": len(clean["runtime"]),
+                                      "object_episodes": len(obj) // STEPS, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
