@@ -11,29 +11,21 @@ episodes would have stopped at the threshold.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 from energyflow.stats import wilson
+from research.camera.critical import episodes
 
 
 def largest_per_episode(folders: Sequence[Path]) -> tuple[Dict[int, int], Counter]:
     """Each finished chunk's episodes' largest running-tick count, by seed, and the counts of every tick."""
     per: Dict[int, int] = {}
     ticks: Counter = Counter()
-    for d in folders:
-        for f in sorted(Path(d).glob("*.jsonl")):
-            if not f.with_suffix(".json").exists():
-                continue  # an unfinished chunk
-            for line in f.open():
-                r = json.loads(line)
-                if r.get("state") != "RUNNING" or "camera_unseen" not in r:
-                    continue
-                n = int(r["camera_unseen"])
-                ticks[n] += 1
-                per[r["seed"]] = max(per.get(r["seed"], 0), n)
+    for seed, counts in episodes(folders, score="camera_unseen").items():
+        ticks.update(int(n) for n in counts)
+        per[seed] = int(max(counts))
     return per, ticks
 
 
