@@ -3,6 +3,7 @@ package camera
 import (
 	"encoding/base64"
 	"fmt"
+	"math/bits"
 )
 
 // Palette is the set of colours a camera's demonstrations showed, and
@@ -31,15 +32,10 @@ type Palette struct {
 // (r·levels + g)·levels + b at bit c%8 of byte c/8; seen holds exactly
 // levels³/8 bytes (at least one).
 func NewPalette(levels int, seen []byte) (*Palette, error) {
-	shift := -1
-	for s := 2; s <= 7; s++ { // 64 … 2 steps
-		if 256>>s == levels {
-			shift = s
-		}
-	}
-	if shift < 0 {
+	if levels < 2 || levels > 64 || levels&(levels-1) != 0 {
 		return nil, fmt.Errorf("camera: palette levels %d: want a power of two from 2 to 64", levels)
 	}
+	shift := 9 - bits.Len(uint(levels)) // 2 steps: 7 bits dropped … 64 steps: 2
 	n := max(1, levels*levels*levels/8)
 	if len(seen) != n {
 		return nil, fmt.Errorf("camera: palette of %d levels: got %d bytes of marked cells, want %d", levels, len(seen), n)

@@ -59,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--seeds", type=int, nargs="*", default=[], help="also print these episodes' critical value and largest score")
     a = ap.parse_args()
     eps = episodes(a.folders)
     rows = sorted(((*critical(v), len(v), s) for s, v in eps.items()), reverse=True)
@@ -69,6 +70,11 @@ def main() -> None:
         last += at == n - 1
         print(f"  {c:7.3f}  seed {seed}  {where}")
     print(f"{last} of the largest {a.top} on the episode's last running tick")
+    for seed in a.seeds:
+        if seed in eps:
+            print(f"  seed {seed}: critical value {critical(eps[seed])[0]:.3f}, largest score {max(eps[seed]):.3f}")
+        else:
+            print(f"  seed {seed}: not in these folders")
     q = np.quantile([r[0] for r in rows], [0.5, 0.9, 0.99])
     print(f"median {q[0]:.2f}, 90th percentile {q[1]:.2f}, 99th {q[2]:.2f}, largest {rows[0][0]:.3f}")
     lat = latency_range(a.folders)

@@ -57,6 +57,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{a.data}: {len(train)} of {len(keys)} demonstrations")
     clean = {"libjpeg": jpegs(a.clean), "runtime": go(a.clean)}
     obj = go(a.object)
+    d = np.abs(clean["runtime"].astype(int) - clean["libjpeg"].astype(int))
+    decoders = {"share_differing": float((d != 0).mean()), "mean_abs": float(d.mean()), "max_abs": int(d.max())}
+    print(f"the runtime's decoder against libjpeg on the clean frames: {100 * decoders['share_differing']:.0f} % of "
+          f"channel values differ, mean |difference| {decoders['mean_abs']:.2f}, largest {decoders['max_abs']}")
     rows: List[Dict[str, Any]] = []
     print(f"palette: 16 levels, {n} demonstration frames; clean frames {len(clean['runtime'])}, object episodes {len(obj) // STEPS}")
     print("| grow | cells | clean, libjpeg: largest frame | clean, runtime: largest frame | clean, runtime: largest two-frame count | object's first second, runtime: two-frame count per episode |")
@@ -72,7 +76,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"| {grow} | {r['cells']} | {r['clean_libjpeg_max']} | {r['clean_runtime_max']} | {r['clean_runtime_two_max']} | "
               f"{', '.join(map(str, r['object_two_first_second']))} (least {min(uo)}) |")
     if a.json:
-        a.json.write_text(json.dumps({"data": str(a.data), "demonstration_frames": n, "clean_frames": len(clean["runtime"]),
+        a.json.write_text(json.dumps({"data": str(a.data), "decoders": decoders, "demonstration_frames": n, "clean_frames": len(clean["runtime"]),
                                       "object_episodes": len(obj) // STEPS, "rows": rows}, indent=1) + "\n")
     return 0
 
