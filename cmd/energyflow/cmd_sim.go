@@ -110,6 +110,10 @@ live view, and prints the viewer URL with its token.`)
 		defer cancel()
 	}
 	code := runAppWith(ctx, env, d.Config(), appRun{showToken: true, opts: d.AppOptions(), started: d.Started})
+	if err := d.FinishScores(); err != nil {
+		fmt.Fprintln(env.stderr, "energyflow sim:", err)
+		return exitFailure
+	}
 	if err := d.FinishSoak(env.stdout); err != nil {
 		fmt.Fprintln(env.stderr, "energyflow sim:", err)
 		return exitFailure

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,14 +44,21 @@ def critical(scores: Sequence[float], n: int = 2, m: int = 5) -> Tuple[float, in
     return best, at
 
 
-def latency_range(folders: Sequence[Path]) -> Dict[str, Tuple[float, float]]:
-    """Smallest and largest inference p50 and p90 (ms) over the finished chunks."""
+def latency_range(folders: Sequence[Path]) -> Optional[Dict[str, Tuple[float, float]]]:
+    """Smallest and largest inference p50 and p90 (ms) over the finished chunks'
+    summaries that have them (the demo's --scores summary has none): None if none do."""
     p50, p90 = [], []
     for d in folders:
-        for f in Path(d).glob("*.json"):
-            s = json.loads(f.read_text())
-            p50.append(s["inference_p50_ms"])
-            p90.append(s["inference_p90_ms"])
+        for f in Path(d).glob("*.jsonl"):
+            summary = f.with_suffix(".json")
+            if not summary.exists():
+                continue
+            s = json.loads(summary.read_text())
+            if s.get("inference_p50_ms") is not None and s.get("inference_p90_ms") is not None:
+                p50.append(s["inference_p50_ms"])
+                p90.append(s["inference_p90_ms"])
+    if not p50:
+        return None
     return {"p50": (min(p50), max(p50)), "p90": (min(p90), max(p90))}
 
 
@@ -78,7 +85,10 @@ def main() -> None:
     q = np.quantile([r[0] for r in rows], [0.5, 0.9, 0.99])
     print(f"median {q[0]:.2f}, 90th percentile {q[1]:.2f}, 99th {q[2]:.2f}, largest {rows[0][0]:.3f}")
     lat = latency_range(a.folders)
-    print(f"chunks' inference p50 {lat['p50'][0]:.0f}–{lat['p50'][1]:.0f} ms, p90 {lat['p90'][0]:.0f}–{lat['p90'][1]:.0f} ms")
+    if lat is None:
+        print("no chunk summary records its inference latency (the demo's --scores summary does not)")
+    else:
+        print(f"chunks' inference p50 {lat['p50'][0]:.0f}–{lat['p50'][1]:.0f} ms, p90 {lat['p90'][0]:.0f}–{lat['p90'][1]:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ def test_critical_value_is_the_nth_largest_of_the_worst_window(tmp_path):
     (tmp_path / "c_9.jsonl").write_text(json.dumps({"state": "RUNNING", "seed": 9, "state_energy": 99.0}))  # unfinished
     assert critical.episodes([tmp_path]) == {7: [1.0, 3.0, 2.0]}
     assert critical.latency_range([tmp_path]) == {"p50": (80.0, 80.0), "p90": (95.0, 95.0)}
+    demo = tmp_path / "demo"  # the demo's --scores: a summary without latency, a watch summary beside it
+    demo.mkdir()
+    (demo / "scores.jsonl").write_text(json.dumps({"state": "RUNNING", "seed": 5000, "state_energy": 4.0}))
+    (demo / "scores.json").write_text(json.dumps({"inference_p50_ms": None, "inference_p90_ms": None}))
+    (demo / "summary.json").write_text(json.dumps({"minutes": 60}))
+    assert critical.episodes([demo]) == {5000: [4.0]}
+    assert critical.latency_range([demo]) is None
 
 
 def test_unseen_two_frame_count_stays_within_episodes():

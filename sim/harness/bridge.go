@@ -30,6 +30,10 @@ type Bridge struct {
 }
 
 // BridgeOptions say how StartBridge starts the bridge.
+// MetaWorldMaxSteps is Meta-World's episode length limit (max_path_length),
+// the bridge's when it is given none and the official evaluation's.
+const MetaWorldMaxSteps = 500
+
 type BridgeOptions struct {
 	Root     string // repository root (for .venv and sim/)
 	Task     string
@@ -37,7 +41,7 @@ type BridgeOptions struct {
 	Seed     int
 	MapFile  string // the arm's register map (MapFile under Root)
 	Lockstep bool   // one physics step per received command; else real time at RateHz
-	MaxSteps int    // episode length limit; 0: Meta-World's (500)
+	MaxSteps int    // episode length limit; 0: Meta-World's (MetaWorldMaxSteps)
 	RateHz   float64
 	Camera   string    // "WxH"
 	CamName  string    // the MuJoCo camera (sim/bridge.py --camera); "": the bridge's default

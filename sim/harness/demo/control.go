@@ -24,7 +24,8 @@ const rearmWithin = 5 * time.Second
 // One episode switch at a time: the page's and the demo's own (a finished
 // episode) take turns.
 type control struct {
-	b *harness.Bridge
+	b  *harness.Bridge
+	tr *tracer // --scores: told of each scene switch; nil: none
 
 	switching sync.Mutex // one switch at a time
 	mu        sync.Mutex
@@ -77,7 +78,9 @@ func (c *control) NewEpisode(ctx context.Context, actor, level string) (telemetr
 	}
 	var ep harness.Episode
 	err = loop.NewEpisode(ctx, func(ctx context.Context) (err error) {
-		ep, err = c.b.Reset(ctx, "", level, cur.Seed+1, "", 0)
+		if ep, err = c.b.Reset(ctx, "", level, cur.Seed+1, "", 0); err == nil {
+			c.traceSwitch(cur, ep)
+		}
 		return err
 	})
 	c.switching.Unlock()
@@ -120,12 +123,21 @@ func (c *control) next(ctx context.Context, log *slog.Logger) error {
 	}
 	c.switching.Lock()
 	defer c.switching.Unlock()
-	ended, _, reset, err := nextEpisode(ctx, c.b, loop.NewEpisode)
+	ended, _, reset, err := nextEpisode(ctx, c.b, loop.NewEpisode, c.traceSwitch)
 	if ended.Done {
 		log.Info("demo: episode ended", "seed", ended.Seed, "level", ended.Level, "success", ended.Success,
 			"steps", ended.Step, "new_episode", reset)
 	}
 	return err
+}
+
+// traceSwitch tells --scores' tracer, if any, that episode ended gave
+// way to ep.
+func (c *control) traceSwitch(ended, ep harness.Episode) {
+	if c.tr != nil {
+		c.tr.end(ended)
+		c.tr.begin(ep)
+	}
 }
 
 func episodeInfo(ep harness.Episode) telemetry.EpisodeInfo {
@@ -141,9 +153,10 @@ type episodeSwitcher func(ctx context.Context, replace func(context.Context) err
 // one is pending (else the current level). The reset runs through sw (nil:
 // the bridge alone), so the runtime holds the arm across it and plans the
 // new scene from a fresh history, as sim eval's runtime per episode does.
-// It returns the episode that ended (the current one when none did), the
-// new one, and whether it reset.
-func nextEpisode(ctx context.Context, b *harness.Bridge, sw episodeSwitcher) (ended, ep harness.Episode, reset bool, err error) {
+// switched, if not nil, is called with both once the new scene is in
+// place, before the runtime resumes. It returns the episode that ended
+// (the current one when none did), the new one, and whether it reset.
+func nextEpisode(ctx context.Context, b *harness.Bridge, sw episodeSwitcher, switched func(ended, ep harness.Episode)) (ended, ep harness.Episode, reset bool, err error) {
 	ep, err = b.Episode(ctx)
 	if err != nil || !ep.Done {
 		return ep, ep, false, err
@@ -151,7 +164,9 @@ func nextEpisode(ctx context.Context, b *harness.Bridge, sw episodeSwitcher) (en
 	ended = ep
 	seed := ep.Seed + 1
 	restart := func(ctx context.Context) (err error) {
-		ep, err = b.Reset(ctx, "", "", seed, "", 0)
+		if ep, err = b.Reset(ctx, "", "", seed, "", 0); err == nil && switched != nil {
+			switched(ended, ep)
+		}
 		return err
 	}
 	if sw == nil {

@@ -144,7 +144,7 @@ func TestLevelSwitch(t *testing.T) {
 	if ep.Level != "0" || ep.PendingLevel != "L" {
 		t.Fatalf("after level L: level %q pending %q, want 0 and L", ep.Level, ep.PendingLevel)
 	}
-	if _, ep, reset, err := nextEpisode(ctx, b, nil); err != nil || reset || ep.Level != "0" {
+	if _, ep, reset, err := nextEpisode(ctx, b, nil, nil); err != nil || reset || ep.Level != "0" {
 		t.Fatalf("episode still running: reset %v, level %q, err %v; want no reset", reset, ep.Level, err)
 	}
 	for i := 0; i < 3; i++ { // the bridge truncates at 3 steps: the episode ends
@@ -152,7 +152,7 @@ func TestLevelSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ended, ep, reset, err := nextEpisode(ctx, b, nil)
+	ended, ep, reset, err := nextEpisode(ctx, b, nil, nil)
 	if err != nil || !reset {
 		t.Fatalf("ended episode: reset %v, err %v; want a new episode", reset, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/energyflow/edge/runtime"
+	"github.com/energyflow/edge/safety"
 	"github.com/energyflow/edge/sim/harness"
 )
 
@@ -24,6 +25,12 @@ type Options struct {
 	SoakReport string        // write a soak report to this file at exit ("": none)
 	Nice       int           // CPU priority of the process (the command sets it)
 	Realtime   bool          // the simulator on its own clock instead of one step per tick
+	// Scores is --scores: every tick's scores as JSON lines, as sim eval
+	// --scores writes them, and the episodes' summary beside it at exit
+	// ("": none). ObserveOnly is --observe-only: the energy stop observes
+	// and never stops the arm.
+	Scores      string
+	ObserveOnly bool
 }
 
 // Register defines the demo's flags on fs.
@@ -33,6 +40,8 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	fs.StringVar(&o.SoakReport, "soak-report", "", "write a soak report (tick jitter, missed deadlines, memory, GC) to this file at exit")
 	fs.IntVar(&o.Nice, "nice", -10, "CPU priority (niceness) of the demo's runtime and simulator, as the systemd unit's Nice=-10 gives the service, so a browser watching on the same machine does not delay its plans; 0 keeps the shell's (a negative value needs root or CAP_SYS_NICE; without it the demo says so and runs as it is)")
+	fs.StringVar(&o.Scores, "scores", "", "write every tick's scores to this .jsonl file (as sim eval --scores does) and, at exit, the episodes' summary beside it (.json), so sim calibrate --traces can certify the energy stop on the demo's own driving: episodes back to back, the live view watching")
+	fs.BoolVar(&o.ObserveOnly, "observe-only", false, "run the energy stop as an observer: scores are traced (--scores) but none stops the arm; every other stop still acts. For recording calibration traces, never for a robot")
 	fs.BoolVar(&o.Realtime, "realtime", false, "run the simulator on its own --rate clock instead of one step per control tick: the two clocks drift, so the arm's state is sometimes read 0 or 2 steps apart, which the state term's transition component sees as motion the arm did not make (docs/sim.md)")
 }
 
@@ -45,6 +54,7 @@ type Demo struct {
 	cfg  *runtime.Config
 	ctl  *control
 	soak *soakMeter // nil without --soak-report
+	tr   *tracer    // nil without --scores
 }
 
 // Start starts the bridge for the demo — one physics step per control tick
@@ -71,9 +81,24 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 		fmt.Fprintf(out.Stdout, "live view video: %s (%dx%d)\n", b.View, harness.ViewWidth, harness.ViewHeight)
 	}
 	fmt.Fprintln(out.Stdout, "the live view's Episode panel starts a new episode and changes the OOD level (0, S, M, L)")
+	if o.ObserveOnly {
+		cfg.Safety.Energy.Disabled = true
+		fmt.Fprintln(out.Stdout, "the energy stop only observes (--observe-only): it never stops the arm")
+	}
 	d := &Demo{o: o, b: b, cfg: cfg, ctl: &control{b: b}}
 	if o.SoakReport != "" {
 		d.soak = newSoakMeter(int(cfg.Loop.RateHz*o.Duration.Seconds()) + 16)
+	}
+	if o.Scores != "" {
+		stateTerm := false
+		if m, err := harness.ReadManifest(o.BundleDir); err == nil {
+			stateTerm = m.HasStateEnergy()
+		}
+		if d.tr, err = newTracer(o.Scores, stateTerm); err != nil {
+			b.Close()
+			return nil, err
+		}
+		d.ctl.tr = d.tr
 	}
 	return d, nil
 }
@@ -100,8 +125,21 @@ func (d *Demo) Config() *runtime.Config { return d.cfg }
 // per-tick meter observes the loop.
 func (d *Demo) AppOptions() runtime.AppOptions {
 	o := runtime.AppOptions{Episodes: d.ctl}
+	var ticks []func(runtime.Tick, *safety.Decision, safety.Scores)
 	if d.soak != nil {
-		o.OnTick = d.soak.onTick
+		ticks = append(ticks, d.soak.onTick)
+	}
+	if d.tr != nil {
+		ticks = append(ticks, d.tr.onTick)
+	}
+	switch len(ticks) {
+	case 1:
+		o.OnTick = ticks[0]
+	case 2:
+		o.OnTick = func(tk runtime.Tick, dec *safety.Decision, sc safety.Scores) {
+			ticks[0](tk, dec, sc)
+			ticks[1](tk, dec, sc)
+		}
 	}
 	return o
 }
@@ -111,6 +149,14 @@ func (d *Demo) AppOptions() runtime.AppOptions {
 // ends. It does not block.
 func (d *Demo) Started(ctx context.Context, app *runtime.App, log *slog.Logger) {
 	d.ctl.setLoop(app.Loop())
+	if d.tr != nil {
+		d.tr.unseen = app.WatchesUnseen
+		if ep, err := d.b.Episode(ctx); err == nil {
+			d.tr.begin(ep)
+		} else {
+			log.Warn("demo: --scores: cannot read the first episode; its ticks are not traced", "err", err)
+		}
+	}
 	go runEpisodes(ctx, d.ctl, log.With("part", "demo"))
 }
 
@@ -123,6 +169,15 @@ func (d *Demo) FinishSoak(w io.Writer) error {
 	rep := d.soak.report(d.cfg.Loop.RateHz, d.o.Duration)
 	fmt.Fprintln(w, rep)
 	return os.WriteFile(d.o.SoakReport, []byte(rep+"\n"), 0o644)
+}
+
+// FinishScores writes --scores' summary and closes its file; without
+// --scores it does nothing. Call it after the runtime has stopped.
+func (d *Demo) FinishScores() error {
+	if d.tr == nil {
+		return nil
+	}
+	return d.tr.close(d.o.Flags, d.o.ObserveOnly)
 }
 
 // Close stops the bridge.

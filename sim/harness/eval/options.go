@@ -51,7 +51,7 @@ type Options struct {
 func (o *Options) RegisterEpisodes(fs *flag.FlagSet) {
 	o.Flags.Register(fs)
 	fs.IntVar(&o.Episodes, "episodes", 10, "number of episodes")
-	fs.IntVar(&o.MaxSteps, "max-steps", 500, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
+	fs.IntVar(&o.MaxSteps, "max-steps", harness.MetaWorldMaxSteps, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
 	fs.StringVar(&o.Scores, "scores", "", "write per-tick scores (JSON lines) to this file")
 	fs.StringVar(&o.Summary, "json", "", "write the summary as JSON to this file")
 	fs.StringVar(&o.Fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears beside the hand, in the state and in the camera), occlusion (a dark square blocks the middle of the camera image), zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report), blackout (black frames), freeze (the onset's frame repeated with fresh timestamps) or camera_shift (the camera knocked 5 cm and 5°); docs/sim.md")
