@@ -16,11 +16,13 @@ def test_table_reads_scores(tmp_path) -> None:
     p.write_text("\n".join(json.dumps({"episode": e, "state": "RUNNING", "tracking": x})
                            for e, x in [(0, 0.001), (0, 0.009), (1, 0.002)]))
     rows = table([("a", str(p))], 0.006)
-    assert rows[-1] == "| a | 2 | 3 | 9.0 | 3.0 | – |"
+    assert rows[-1] == "| a | 2 | 3 | 9.0 | 3.0 | – | – |"  # no summary beside: stops unknown
+    (tmp_path / "a.json").write_text(json.dumps({"results": [{"stop_kind": "tracking"}, {"stop_kind": "energy"}, {}]}))
+    assert table([("a", str(p))], 0.006)[-1].endswith("| 3.0 | – | 1 |")
 
 
 def test_table_reads_the_runtimes_sum(tmp_path) -> None:
     p = tmp_path / "a.jsonl"
     p.write_text("\n".join(json.dumps({"episode": 0, "state": st, "tracking": 0.009, "tracking_sum": v})
                            for st, v in [("RUNNING", 0.001), ("RUNNING", 0.004), ("STOPPED", 0.02)]))
-    assert table([("a", str(p))], 0.006)[-1].endswith("| 4.0 |")
+    assert table([("a", str(p))], 0.006)[-1].endswith("| 4.0 | – |")

@@ -7,7 +7,8 @@ running tick and the largest CUSUM max(0, S + x − drift) reached, in mm
     .venv/bin/python -m research.stop.tracking_sums --drift 0.006 \\
         'drawer-open=build/tracking/drawer-open-level0.jsonl' 'camera hour=build/hours-cam*/*.jsonl'
 
-A group is NAME=GLOB; the sum restarts wherever a tick is not RUNNING or has
+A group is NAME=GLOB; the tracking stops are counted from the `--json` summaries beside the
+traces ("–" when one is missing). The sum restarts wherever a tick is not RUNNING or has
 no tracking value (the monitor's model restarted), as the gate's does.
 """
 from __future__ import annotations
@@ -59,18 +60,31 @@ def runtime_peak(path: str) -> Optional[float]:
     return top
 
 
+def tracking_stops(path: str) -> Optional[int]:
+    """The episodes the tracking monitor stopped, from the `--json` summary beside the traces
+    (PATH less its final l), None when there is none."""
+    try:
+        with open(path[:-1] if path.endswith(".jsonl") else path + ".json") as f:
+            summary = json.load(f)
+    except FileNotFoundError:
+        return None
+    return sum(r.get("stop_kind") == "tracking" for r in summary.get("results", []))
+
+
 def table(groups: Sequence[Tuple[str, str]], drift: float) -> List[str]:
     out = [f"| traces | episodes | running ticks | largest one-step difference (mm) | largest sum beyond {drift * 1e3:g} mm a step (mm) "
-           "| the runtime's largest sum (mm) |",
-           "|---|---|---|---|---|---|"]
+           "| the runtime's largest sum (mm) | tracking stops |",
+           "|---|---|---|---|---|---|---|"]
     for name, pattern in groups:
         files = sorted(glob.glob(pattern))
         if not files:
             raise SystemExit(f"tracking_sums: {name}: no file matches {pattern}")
         rows = [peaks(t, drift) for f in files for t in episodes(f).values()]
         rt = [v for v in (runtime_peak(f) for f in files) if v is not None]
+        stops = [tracking_stops(f) for f in files]
+        nstops = "–" if None in stops else str(sum(s for s in stops if s is not None))
         out.append(f"| {name} | {len(rows)} | {sum(r[2] for r in rows)} | {max(r[0] for r in rows) * 1e3:.1f} "
-                   f"| {max(r[1] for r in rows) * 1e3:.1f} | {f'{max(rt) * 1e3:.1f}' if rt else '–'} |")
+                   f"| {max(r[1] for r in rows) * 1e3:.1f} | {f'{max(rt) * 1e3:.1f}' if rt else '–'} | {nstops} |")
     return out
 
 
