@@ -63,17 +63,35 @@ type Demo struct {
 // everything runs on out.Stdout. The options must have been prepared
 // (Flags.Prepare); root is the repository.
 func Start(ctx context.Context, out harness.Output, root string, o *Options) (*Demo, error) {
+	// --scores first: a bad path is refused before the simulator starts.
+	var tr *tracer
+	if o.Scores != "" {
+		stateTerm := false
+		if m, err := harness.ReadManifest(o.BundleDir); err == nil {
+			stateTerm = m.HasStateEnergy()
+		}
+		var err error
+		if tr, err = newTracer(o.Scores, stateTerm); err != nil {
+			return nil, err
+		}
+	}
+	fail := func(err error) (*Demo, error) {
+		if tr != nil {
+			tr.discard()
+		}
+		return nil, err
+	}
 	// One physics step per control tick (lockstep), paced by the runtime's
 	// real-time loop: the arm's state then moves exactly one period between
 	// reads, as a real arm's does. --realtime keeps the simulator's own clock.
 	b, err := o.StartBridge(ctx, root, out.Stderr, !o.Realtime, 0, o.Listen != "")
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	cfg, err := o.RuntimeConfig(root, b, o.Listen)
 	if err != nil {
 		b.Close()
-		return nil, err
+		return fail(err)
 	}
 	fmt.Fprintf(out.Stdout, "simulated robot: Meta-World %s, level %s; Modbus %s, camera http://%s/stream\n", o.Task, o.Level, b.Modbus, b.HTTP)
 	fmt.Fprintf(out.Stdout, "policy: %s, %s\n", filepath.Base(o.BundleDir), actsOn(o.State, o.Images, o.CameraName))
@@ -89,16 +107,8 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 	if o.SoakReport != "" {
 		d.soak = newSoakMeter(int(cfg.Loop.RateHz*o.Duration.Seconds()) + 16)
 	}
-	if o.Scores != "" {
-		stateTerm := false
-		if m, err := harness.ReadManifest(o.BundleDir); err == nil {
-			stateTerm = m.HasStateEnergy()
-		}
-		if d.tr, err = newTracer(o.Scores, stateTerm); err != nil {
-			b.Close()
-			return nil, err
-		}
-		d.ctl.tr = d.tr
+	if tr != nil {
+		d.tr, d.ctl.tr = tr, tr
 	}
 	return d, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"sync"
@@ -83,6 +82,12 @@ func (t *tracer) end(ep harness.Episode) {
 	}
 }
 
+// discard closes and removes the file of a demo that did not start.
+func (t *tracer) discard() {
+	t.f.Close()
+	os.Remove(t.path)
+}
+
 // onTick writes the tick's line (runtime.AppOptions.OnTick).
 func (t *tracer) onTick(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 	t.mu.Lock()
@@ -96,9 +101,9 @@ func (t *tracer) onTick(tk runtime.Tick, d *safety.Decision, sc safety.Scores) {
 	}
 	r := t.results[cur]
 	line := map[string]any{"episode": r.Episode, "seed": r.Seed, "tick": tk.N, "state": d.State.String(),
-		"energy": finiteOrNil(sc[safety.ScoreEnergy]), "centered_energy": finiteOrNil(sc[safety.ScoreCentered])}
+		"energy": eval.JSONFloat(sc[safety.ScoreEnergy]), "centered_energy": eval.JSONFloat(sc[safety.ScoreCentered])}
 	if t.stateTerm {
-		line["state_energy"] = finiteOrNil(sc[safety.ScoreStateEnergy])
+		line["state_energy"] = eval.JSONFloat(sc[safety.ScoreStateEnergy])
 	}
 	if t.unseen() {
 		line["camera_unseen"] = d.CameraUnseen
@@ -158,12 +163,4 @@ func (t *tracer) close(f harness.Flags, observeOnly bool) error {
 		return fmt.Errorf("--scores summary: %w", err)
 	}
 	return nil
-}
-
-// finiteOrNil is v, or nil (JSON null) when v is not finite.
-func finiteOrNil(v float64) any {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return v
 }

@@ -175,9 +175,9 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 		}
 		wasRunning = d.State == safety.Running
 		line := map[string]any{"episode": idx, "seed": seed, "policy_seed": policySeed, "tick": tk.N, "state": d.State.String(),
-			"energy": nanNull(sc[safety.ScoreEnergy]), "centered_energy": nanNull(sc[safety.ScoreCentered])}
+			"energy": JSONFloat(sc[safety.ScoreEnergy]), "centered_energy": JSONFloat(sc[safety.ScoreCentered])}
 		if o.stateTerm {
-			line["state_energy"] = nanNull(sc[safety.ScoreStateEnergy])
+			line["state_energy"] = JSONFloat(sc[safety.ScoreStateEnergy])
 		}
 		if d.State == safety.Running && app != nil {
 			seq, first := app.Loop().Executed()
@@ -187,7 +187,7 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 			line["camera_unseen"] = d.CameraUnseen
 		}
 		if tracking {
-			line["tracking"] = nanNull(d.Tracking)
+			line["tracking"] = JSONFloat(d.Tracking)
 			if cfg.Safety.Tracking.Sustained > 0 {
 				line["tracking_sum"] = d.TrackingSum
 			}

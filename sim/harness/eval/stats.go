@@ -5,7 +5,9 @@ import (
 	"slices"
 )
 
-func nanNull(v float64) any {
+// JSONFloat is v for a JSON line, or nil (null) when v is NaN or
+// infinite, which JSON cannot hold: a tick without a fresh score.
+func JSONFloat(v float64) any {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
