@@ -1,6 +1,7 @@
 # EnergyFlow Edge — build, test and demo entry points.
 #
-#   make demo       run the simulated robot demo on the embedded defaults
+#   make demo       run the simulated robot demo: ButtonPress acted from the camera
+#                   (DEMO_BUNDLE; the state bundle: DEMO_BUNDLE=bundles/metaworld-button-press)
 #   make test       everything CI runs (Go with -race, Python, browser, fakes),
 #                   then the research/ tests (make test-research) last
 #   make deps-demo  install what the demo needs (simulator, no torch; called by demo)
@@ -17,10 +18,13 @@ PY := .venv/bin/python
 EXTRA_TESTS :=
 EXTRA_BENCH :=
 export ENERGYFLOW_ROOT := $(CURDIR)
+# The demo's policy: ButtonPress from the hand, the gripper and a top-view
+# camera (docs/camera-policy.md). scripts/watch_demo.sh watches the same one.
+DEMO_BUNDLE ?= bundles/metaworld-button-press-camera
 
 -include mk/*.mk
 
-.PHONY: deps deps-demo demo test test-go test-py test-research lint build bench baselines
+.PHONY: deps deps-demo demo print-demo-bundle test test-go test-py test-research lint build bench baselines
 deps:
 	./scripts/deps.sh
 
@@ -35,7 +39,11 @@ baselines:
 	./scripts/baselines.sh
 
 demo: deps-demo build
-	./bin/energyflow sim
+	./bin/energyflow sim --bundle $(DEMO_BUNDLE)
+
+# the demo's bundle, for scripts that run the demo as make demo does
+print-demo-bundle:
+	@echo $(DEMO_BUNDLE)
 
 lint:
 	$(GO) vet ./...

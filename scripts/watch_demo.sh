@@ -12,6 +12,8 @@
 #                         [--out DIR] [-- extra energyflow sim flags]
 #
 # Defaults: --task button-press --minutes 30 --busy 0, --out build/watch/TASK.
+# ButtonPress runs `make demo`'s bundle (the Makefile's DEMO_BUNDLE, from the
+# camera) unless a --bundle follows `--`; the other tasks their state bundles.
 # Writes DIR/sim.{out,err}, DIR/browser.{out,err}, DIR/summary.json (with the
 # runtime's per-stage latencies over its last 512 of each, from /api/stats at
 # the end of the watch: docs/telemetry.md, "Stage latency") and prints the
@@ -32,6 +34,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 out=${out:-build/watch/$task}
+if [ "$task" = button-press ] && [[ " ${extra[*]} " != *" --bundle "* ]]; then
+  extra=(--bundle "$(make --no-print-directory -s -C "$root" print-demo-bundle)" "${extra[@]}")
+fi
 die() { echo "watch_demo.sh: $*" >&2; exit 1; }
 [ -d telemetry/browsertest/node_modules/playwright-core ] || die "playwright-core missing (run scripts/deps.sh)"
 bin=${ENERGYFLOW_BIN:-./bin/energyflow}
