@@ -6,8 +6,9 @@ Reads research/stop/level0_hours.sh folders (each chunk's `--scores` JSONL
 with its `--json` summary beside it) and prints, for the rule "n of the
 last m fresh scores over T", each episode's critical value (the lowest T
 at which it trips: the n-th largest score of its worst window), the
-largest ones with the running tick where they fall, the quantiles, and the
-range of the chunks' inference p50 and p90. research/camera/hours/README.md
+largest ones with the running tick where they fall, the quantiles, the
+chunks' episodes that succeeded, and the range of the chunks' inference
+p50 and p90. research/camera/hours/README.md
 quotes it.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from energyflow.stats import wilson
 
 
 def episodes(folders: Sequence[Path], score: str = "state_energy") -> Dict[int, List[float]]:
@@ -62,6 +65,19 @@ def latency_range(folders: Sequence[Path]) -> Optional[Dict[str, Tuple[float, fl
     return {"p50": (min(p50), max(p50)), "p90": (min(p90), max(p90))}
 
 
+def successes(folders: Sequence[Path]) -> Tuple[int, int]:
+    """Episodes and successes over the finished chunks' summaries (``episodes``
+    and ``successes`` of each ``--json`` summary beside a trace)."""
+    n = ok = 0
+    for d in folders:
+        for f in Path(d).glob("*.jsonl"):
+            summary = f.with_suffix(".json")
+            if summary.exists():
+                s = json.loads(summary.read_text())
+                n, ok = n + int(s.get("episodes", 0)), ok + int(s.get("successes", 0))
+    return n, ok
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", type=Path)
@@ -84,6 +100,10 @@ def main() -> None:
             print(f"  seed {seed}: not in these folders")
     q = np.quantile([r[0] for r in rows], [0.5, 0.9, 0.99])
     print(f"median {q[0]:.2f}, 90th percentile {q[1]:.2f}, 99th {q[2]:.2f}, largest {rows[0][0]:.3f}")
+    n, ok = successes(a.folders)
+    if n:
+        lo, hi = wilson(ok, n)
+        print(f"{ok} of {n} episodes succeeded [Wilson 95 % {100 * lo:.1f}–{100 * hi:.1f} %] (the chunks' summaries)")
     lat = latency_range(a.folders)
     if lat is None:
         print("no chunk summary records its inference latency (the demo's --scores summary does not)")

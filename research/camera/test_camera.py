@@ -38,10 +38,12 @@ def test_critical_value_is_the_nth_largest_of_the_worst_window(tmp_path):
     lines = [{"state": "STOPPED", "seed": 7, "state_energy": 50.0}] + [
         {"state": "RUNNING", "seed": 7, "state_energy": x} for x in (1.0, 3.0, 2.0)]
     (tmp_path / "c_7.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
-    (tmp_path / "c_7.json").write_text(json.dumps({"inference_p50_ms": 80.0, "inference_p90_ms": 95.0}))
+    (tmp_path / "c_7.json").write_text(json.dumps({"inference_p50_ms": 80.0, "inference_p90_ms": 95.0,
+                                                "episodes": 2, "successes": 1}))
     (tmp_path / "c_9.jsonl").write_text(json.dumps({"state": "RUNNING", "seed": 9, "state_energy": 99.0}))  # unfinished
     assert critical.episodes([tmp_path]) == {7: [1.0, 3.0, 2.0]}
     assert critical.latency_range([tmp_path]) == {"p50": (80.0, 80.0), "p90": (95.0, 95.0)}
+    assert critical.successes([tmp_path]) == (2, 1)
     demo = tmp_path / "demo"  # the demo's --scores: a summary without latency, a watch summary beside it
     demo.mkdir()
     (demo / "scores.jsonl").write_text(json.dumps({"state": "RUNNING", "seed": 5000, "state_energy": 4.0}))
@@ -49,6 +51,7 @@ def test_critical_value_is_the_nth_largest_of_the_worst_window(tmp_path):
     (demo / "summary.json").write_text(json.dumps({"minutes": 60}))
     assert critical.episodes([demo]) == {5000: [4.0]}
     assert critical.latency_range([demo]) is None
+    assert critical.successes([demo]) == (0, 0)
 
 
 def test_unseen_two_frame_count_stays_within_episodes():
