@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -47,34 +47,33 @@ def critical(scores: Sequence[float], n: int = 2, m: int = 5) -> Tuple[float, in
     return best, at
 
 
+def summaries(folders: Sequence[Path]) -> Iterator[Dict[str, Any]]:
+    """The ``--json`` summary beside each chunk's trace, for the chunks that finished."""
+    for d in folders:
+        for f in Path(d).glob("*.jsonl"):
+            summary = f.with_suffix(".json")
+            if summary.exists():
+                yield json.loads(summary.read_text())
+
+
 def latency_range(folders: Sequence[Path]) -> Optional[Dict[str, Tuple[float, float]]]:
     """Smallest and largest inference p50 and p90 (ms) over the finished chunks'
     summaries that have them (the demo's --scores summary has none): None if none do."""
     p50, p90 = [], []
-    for d in folders:
-        for f in Path(d).glob("*.jsonl"):
-            summary = f.with_suffix(".json")
-            if not summary.exists():
-                continue
-            s = json.loads(summary.read_text())
-            if s.get("inference_p50_ms") is not None and s.get("inference_p90_ms") is not None:
-                p50.append(s["inference_p50_ms"])
-                p90.append(s["inference_p90_ms"])
+    for s in summaries(folders):
+        if s.get("inference_p50_ms") is not None and s.get("inference_p90_ms") is not None:
+            p50.append(s["inference_p50_ms"])
+            p90.append(s["inference_p90_ms"])
     if not p50:
         return None
     return {"p50": (min(p50), max(p50)), "p90": (min(p90), max(p90))}
 
 
 def successes(folders: Sequence[Path]) -> Tuple[int, int]:
-    """Episodes and successes over the finished chunks' summaries (``episodes``
-    and ``successes`` of each ``--json`` summary beside a trace)."""
+    """Episodes and successes over the finished chunks' summaries."""
     n = ok = 0
-    for d in folders:
-        for f in Path(d).glob("*.jsonl"):
-            summary = f.with_suffix(".json")
-            if summary.exists():
-                s = json.loads(summary.read_text())
-                n, ok = n + int(s.get("episodes", 0)), ok + int(s.get("successes", 0))
+    for s in summaries(folders):
+        n, ok = n + int(s.get("episodes", 0)), ok + int(s.get("successes", 0))
     return n, ok
 
 

@@ -29,11 +29,11 @@ type Bridge struct {
 	client *http.Client
 }
 
-// BridgeOptions say how StartBridge starts the bridge.
 // MetaWorldMaxSteps is Meta-World's episode length limit (max_path_length),
 // the bridge's when it is given none and the official evaluation's.
 const MetaWorldMaxSteps = 500
 
+// BridgeOptions say how StartBridge starts the bridge.
 type BridgeOptions struct {
 	Root     string // repository root (for .venv and sim/)
 	Task     string

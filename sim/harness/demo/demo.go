@@ -66,14 +66,14 @@ func Start(ctx context.Context, out harness.Output, root string, o *Options) (*D
 	// --scores first: a bad path is refused before the simulator starts.
 	var tr *tracer
 	if o.Scores != "" {
-		stateTerm := false
-		if m, err := harness.ReadManifest(o.BundleDir); err == nil {
-			stateTerm = m.HasStateEnergy()
+		m, err := harness.ReadManifest(o.BundleDir)
+		if err != nil {
+			return nil, fmt.Errorf("--scores: %w", err)
 		}
-		var err error
-		if tr, err = newTracer(o.Scores, stateTerm); err != nil {
+		if tr, err = newTracer(o.Scores, m.HasStateEnergy()); err != nil {
 			return nil, err
 		}
+		tr.steps = m.Sampler.Steps
 	}
 	fail := func(err error) (*Demo, error) {
 		if tr != nil {
@@ -142,13 +142,11 @@ func (d *Demo) AppOptions() runtime.AppOptions {
 	if d.tr != nil {
 		ticks = append(ticks, d.tr.onTick)
 	}
-	switch len(ticks) {
-	case 1:
-		o.OnTick = ticks[0]
-	case 2:
+	if len(ticks) > 0 {
 		o.OnTick = func(tk runtime.Tick, dec *safety.Decision, sc safety.Scores) {
-			ticks[0](tk, dec, sc)
-			ticks[1](tk, dec, sc)
+			for _, f := range ticks {
+				f(tk, dec, sc)
+			}
 		}
 	}
 	return o

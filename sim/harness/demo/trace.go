@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/runtime"
 	"github.com/energyflow/edge/safety"
 	"github.com/energyflow/edge/sim/harness"
@@ -25,6 +24,7 @@ type tracer struct {
 	path      string
 	stateTerm bool        // the bundle has the state term: lines carry state_energy
 	unseen    func() bool // the runtime watches unseen colours: lines carry camera_unseen
+	steps     int         // the bundle's K, the summary's when the flags set none
 
 	mu       sync.Mutex
 	f        *os.File
@@ -146,9 +146,7 @@ func (t *tracer) close(f harness.Flags, observeOnly bool) error {
 		}
 	}
 	if f.Steps == 0 { // the bundle's K, as sim eval reports it
-		if b, err := engines.LoadBundle(f.BundleDir); err == nil {
-			f.Steps = b.Manifest.Sampler.Steps
-		}
+		f.Steps = t.steps
 	}
 	s := eval.Summarize(f, rs, map[string]int{})
 	s.Level = level
