@@ -187,10 +187,12 @@ type Loop struct {
 	watch       safety.Score // the first monitored score (ScoreEnergy when none): what telemetry plots against thr
 	watchName   string       // watch's name for the telemetry sample; "" when no score is monitored
 
-	// armRead is the latest tick's arm state read; prevTick and
-	// prevArmRead the previous tick's whole duration and read, logged when
-	// the loop watchdog stops the arm.
-	armRead, prevTick, prevArmRead time.Duration
+	// armRead is the latest tick's arm state read; parts and prevParts
+	// where this tick's and the previous tick's time went, logged when the
+	// loop watchdog stops the arm; prevTick the previous tick's whole
+	// duration.
+	armRead, prevTick time.Duration
+	parts, prevParts  tickParts
 
 	// Real-time chunking (rtc.go): the configuration, how chunks join,
 	// the chunk the latest tick's action came from (−1: none) and whether
@@ -582,6 +584,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	t0 := time.Now()
 	armErr := l.d.Arm.State(ctx, &l.state)
 	l.armRead = time.Since(t0)
+	l.parts = tickParts{armRead: l.armRead}
 	l.d.Stages.Record(StageArmRead, l.armRead)
 	if armErr == nil {
 		l.haveArm = true
@@ -678,6 +681,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.cmd.Gripper = l.lastGrip
 
 	// 6. Wait (bounded) for this tick's score, then gate and write.
+	t0 = time.Now()
+	l.parts.work = t0.Sub(now) - l.armRead // steps 2–5 (and waking late, counted in jitter)
 	if l.score != nil && l.score.busy {
 		l.wait.Reset(l.scoreWait())
 		if j := l.score.wait(l.wait.C); j != nil {
@@ -713,7 +718,10 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		in.InferenceStarted = l.infer.job.start
 	}
 	var gerr error
+	t1 := time.Now()
+	l.parts.scoreWait = t1.Sub(t0)
 	l.dec, gerr = l.d.Guard.Tick(ctx, &in)
+	l.parts.gate = time.Since(t1)
 	dec := &l.dec
 	if gerr != nil {
 		l.logGate(now, gerr)
@@ -732,6 +740,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.joins.observe(dec.State == safety.Running && !scene, dec.Command.Velocity, seq, l.execFresh, sw)
 
 	// 7. Telemetry, recording, watchdog.
+	t0 = time.Now()
 	end := l.d.Clock.Now()
 	if l.d.Metrics != nil {
 		l.d.Metrics.ObserveTick(end.Sub(now), tk.Jitter)
@@ -756,22 +765,37 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if dec.Reason.Kind == safety.KindLoopLate {
 			// Where the late tick's time went: a slow arm link reads as
 			// an overloaded host in the gate's message.
-			l.log.Warn("the loop fell behind: the previous tick took "+l.prevTick.String(), "previous_arm_read", l.prevArmRead,
-				"this_arm_read", l.armRead, "jitter", tk.Jitter, "missed", tk.Missed)
+			p := l.prevParts
+			l.log.Warn("the loop fell behind: the previous tick took "+l.prevTick.String(), "previous_arm_read", p.armRead,
+				"previous_plan_and_score", p.work, "previous_score_wait", p.scoreWait, "previous_gate_and_write", p.gate,
+				"previous_telemetry", p.telemetry, "this_arm_read", l.armRead, "jitter", tk.Jitter, "missed", tk.Missed)
 		}
 		if l.d.OnStop != nil {
 			l.d.OnStop(dec.Reason)
 		}
 	}
 	l.stopped = stopped
-	l.prevTick, l.prevArmRead = l.d.Clock.Now().Sub(now), l.armRead
 	if l.d.OnTick != nil {
 		l.d.OnTick(tk, dec, scores)
 	}
+	l.parts.telemetry = time.Since(t0)
+	l.prevTick, l.prevParts = l.d.Clock.Now().Sub(now), l.parts
 	if hold && !l.switching.acked {
 		l.switching.acked = true
 		close(l.switching.held) // this tick's hold is written: the scene may change
 	}
+}
+
+// tickParts is where one tick's time went, by step of Loop.tick: a tick
+// that overruns its period names the part that held it in the log line of
+// the loop watchdog's stop (a slow arm link, a gate's write that waited on
+// the arm, telemetry), not only that the host is overloaded.
+type tickParts struct {
+	armRead   time.Duration // step 1: the arm state read
+	work      time.Duration // steps 2–5: plan bookkeeping, replan, state term, the action due
+	scoreWait time.Duration // step 6: the bounded wait for the re-score
+	gate      time.Duration // step 6: the safety gate, with its command write to the arm
+	telemetry time.Duration // step 7: metrics, live view sample, recording, OnTick
 }
 
 // observeLatency folds a finished inference's latency into the smoothed

@@ -260,7 +260,7 @@ func TestLoopLateStopSaysWhereTheTimeWent(t *testing.T) {
 		t.Fatalf("gate %v after a tick a second late, want stopped", st.State)
 	}
 	log := buf.String()
-	for _, want := range []string{"the loop fell behind: the previous tick took", "previous_arm_read=", "this_arm_read=", "missed=3"} {
+	for _, want := range []string{"the loop fell behind: the previous tick took", "previous_arm_read=", "previous_gate_and_write=", "previous_telemetry=", "this_arm_read=", "missed=3"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
