@@ -581,9 +581,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 
 	// 1. Arm state → observation history (frozen while the scene changes:
 	// the arm is still read, so its watchdogs keep watching).
-	t0 := time.Now()
+	start := time.Now() // wall time: the parts below are measured on it, whatever l.d.Clock is
 	armErr := l.d.Arm.State(ctx, &l.state)
-	l.armRead = time.Since(t0)
+	l.armRead = time.Since(start)
 	l.parts = tickParts{armRead: l.armRead}
 	l.d.Stages.Record(StageArmRead, l.armRead)
 	if armErr == nil {
@@ -681,8 +681,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.cmd.Gripper = l.lastGrip
 
 	// 6. Wait (bounded) for this tick's score, then gate and write.
-	t0 = time.Now()
-	l.parts.work = t0.Sub(now) - l.armRead // steps 2–5 (and waking late, counted in jitter)
+	t0 := time.Now()
+	l.parts.work = t0.Sub(start) - l.armRead // steps 2–5
 	if l.score != nil && l.score.busy {
 		l.wait.Reset(l.scoreWait())
 		if j := l.score.wait(l.wait.C); j != nil {

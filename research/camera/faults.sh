@@ -3,25 +3,37 @@
 # protocol (research/faults/README.md: 10 Hz, the stop live, 10 episodes a cell, seeds 50000+,
 # the fault at step 30) with the camera's faults added (and the object, which a camera sees), and level L against level 0 for the AUROC.
 #
-#   research/camera/faults.sh [TASK ...]        (default: button-press drawer-open)
+#   research/camera/faults.sh [--rate HZ] [--out DIR] [--faults "push occlusion"] [TASK ...]
+#                                              (default: 10 Hz, research/camera/faults, every fault; button-press drawer-open)
 #   .venv/bin/python -m research.faults.table research/camera/faults
+#
+# --faults runs only those (zero_state among them at step 40), with the level 0 / L pair.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=research/camera/faults; mkdir -p "$out"
+out=research/camera/faults; rate=10; only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rate) rate=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --faults) only=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+mkdir -p "$out"
 ef=${EF:-./bin/energyflow}
 tasks=("$@"); [ ${#tasks[@]} -gt 0 ] || tasks=(button-press drawer-open)
 for t in "${tasks[@]}"; do
   b=bundles/metaworld-$t-camera
-  faults=(push object blackout freeze camera_shift occlusion)
-  [ "$t" != hammer ] || faults=(push blackout freeze camera_shift occlusion)  # hammer: no empty object slot
+  faults=(push object blackout freeze camera_shift occlusion zero_state)
+  [ "$t" != hammer ] || faults=(push blackout freeze camera_shift occlusion zero_state)  # hammer: no empty object slot
+  [ -z "$only" ] || read -r -a faults <<< "$only"
   for f in "${faults[@]}"; do
-    $ef sim eval --bundle "$b" --task "$t" --episodes 10 --seed 50000 --rate 10 --fault $f --fault-step 30 \
+    step=30; [ "$f" != zero_state ] || step=40
+    $ef sim eval --bundle "$b" --task "$t" --episodes 10 --seed 50000 --rate "$rate" --fault "$f" --fault-step $step \
         --max-steps 80 --json "$out/$t-camera-$f.json" > /dev/null 2>> "$out/$t-camera.log"
   done
-  $ef sim eval --bundle "$b" --task "$t" --episodes 10 --seed 50000 --rate 10 --fault zero_state --fault-step 40 \
-      --max-steps 80 --json "$out/$t-camera-zero_state.json" > /dev/null 2>> "$out/$t-camera.log"
   for l in 0 L; do
-    $ef sim eval --bundle "$b" --task "$t" --level $l --episodes 10 --seed 51000 --rate 10 --max-steps 80 \
+    $ef sim eval --bundle "$b" --task "$t" --level $l --episodes 10 --seed 51000 --rate "$rate" --max-steps 80 \
         --observe-only --scores "$out/$t-camera-level$l.jsonl" --json "$out/$t-camera-level$l.json" > /dev/null 2>> "$out/$t-camera.log"
   done
 done
