@@ -48,8 +48,11 @@
 # The camera bundles (docs/camera-policy.md; seeds fixed, about 1.5 h a task):
 #   POLICY=camera STEPS=8000 scripts/train-defaults.sh button-press drawer-open
 #   POLICY=camera LABEL=grasp STEPS=8000 scripts/train-defaults.sh hammer
-#   POLICY=camera-dp STEPS=8000 scripts/train-defaults.sh button-press   (its Diffusion
-#                                              Policy baseline on the same localiser, after it)
+#   POLICY=camera-dp STEPS=8000 scripts/train-defaults.sh button-press drawer-open
+#   POLICY=camera-dp LABEL=grasp STEPS=8000 scripts/train-defaults.sh hammer
+#                                              (their Diffusion Policy baselines on the same
+#                                              localiser, after it; alone, the localiser is
+#                                              retrained first: about 25 min a task here)
 #
 # Demonstrations: 200 scripted episodes per task (seeds 0-199, 10 steps kept
 # after success, goal observable: docs/sim.md, "The data protocol").
