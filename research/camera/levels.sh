@@ -31,10 +31,13 @@ task=${1:?usage: levels.sh [--dp] [--observe] [--levels \"0 S M L\"] [--episodes
 bundle=bundles/metaworld-$task$suffix
 [ -f "$bundle/manifest.json" ] || { echo "levels.sh: no bundle $bundle (the baselines: scripts/baselines.sh)" >&2; exit 2; }
 out=research/camera/results
+log=$(mktemp); trap 'rm -f "$log"' EXIT
 for l in $levels; do
   n=$episodes; tag=$l; [ "$n" = 20 ] || tag=$l-$n
   [ "$l" != 0 ] || { n=50; tag=L0; }
+  # a cell's log (a warning per episode) is shown only when the cell fails
   ./bin/energyflow sim eval --bundle "$bundle" --task "$task" --level "$l" --episodes $n --seed 1000 --rate "$rate" \
-      "${observe[@]}" --json "$out/$task$suffix$name_extra-$tag.json" > /dev/null 2>&1
+      "${observe[@]}" --json "$out/$task$suffix$name_extra-$tag.json" > /dev/null 2> "$log" \
+    || { echo "levels.sh: level $l of $bundle failed:" >&2; tail -n 5 "$log" >&2; exit 1; }
 done
 .venv/bin/python -m research.camera.table "$out"/"$task$suffix"*.json
