@@ -76,3 +76,38 @@ def test_unseen_driving_reads_running_ticks_of_finished_chunks(tmp_path):
     (tmp_path / "c_9.jsonl").write_text(json.dumps({"seed": 9, "state": "RUNNING", "camera_unseen": 50}) + "\n")  # unfinished
     per, ticks = driving.largest_per_episode([tmp_path])
     assert per == {1: 2, 2: 5} and ticks == {2: 1, 5: 1}
+
+
+def _camera_bundle(root, name: str, vision: bytes, outputs=((-1, 3),)):
+    from energyflow.bundle import file_hashes
+
+    b = root / name
+    b.mkdir()
+    (b / "vision.onnx").write_bytes(vision)
+    (b / "policy.onnx").write_bytes(b"policy " + name.encode())
+    m = {"graphs": {"vision": {"file": "vision.onnx", "inputs": [{"name": "image", "shape": [-1, 3, 96, 96]}],
+                               "outputs": [{"name": "features", "shape": list(o)} for o in outputs]}},
+         "localiser": {"label": "success", "held_out": {"first_frames": {"mean_cm": len(name)}}}}
+    m["files"] = file_hashes(b)
+    (b / "manifest.json").write_text(json.dumps(m))
+    return b
+
+
+def test_swap_localiser_moves_the_graph_and_its_record(tmp_path):
+    import pytest
+
+    from energyflow.bundle import file_hashes
+    from research.camera.swap_localiser import SwapError, swap
+
+    a = _camera_bundle(tmp_path, "a", b"vision a")
+    b = _camera_bundle(tmp_path, "bb", b"vision b")
+    m = swap(a, b, tmp_path / "out")
+    out = tmp_path / "out"
+    assert (out / "vision.onnx").read_bytes() == b"vision b"
+    assert (out / "policy.onnx").read_bytes() == b"policy a"
+    assert m["localiser"]["held_out"]["first_frames"]["mean_cm"] == 2 and m["localiser"]["swapped_from"] == str(b)
+    assert m["files"] == file_hashes(out)
+    wide = _camera_bundle(tmp_path, "wide", b"vision w", outputs=((-1, 6),))
+    with pytest.raises(SwapError, match="differ in inputs or outputs"):
+        swap(a, wide, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
