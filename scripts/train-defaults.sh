@@ -53,6 +53,12 @@
 #                                              (their Diffusion Policy baselines on the same
 #                                              localiser, after it; alone, the localiser is
 #                                              retrained first: about 25 min a task here)
+#   POLICY=camera TEACHER_SHIFT=1.5 STEPS=8000 BUNDLES=DIR scripts/train-defaults.sh TASK
+#                                              (the camera EnergyFlow policy distilled from
+#                                              its Diffusion Policy baseline, on the baseline's
+#                                              localiser; BUNDLES: where the bundle goes,
+#                                              default bundles/: docs/camera-policy.md,
+#                                              "Distilled from the baseline")
 #
 # Demonstrations: 200 scripted episodes per task (seeds 0-199, 10 steps kept
 # after success, goal observable: docs/sim.md, "The data protocol").
@@ -116,15 +122,30 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
   # POLICY=camera-dp is its Diffusion Policy baseline: the same localiser and policy data
   # (reused from the camera run when it exists), DDIM, no stop of its own.
   camera=${CAMERA:-topview}
+  mkdir -p "${BUNDLES:-bundles}"
   make --no-print-directory build >/dev/null
   for task in "${tasks[@]}"; do
     name=metaworld-$task$suffix
     run=build/runs/$name
+    dest=$(realpath -m "${BUNDLES:-bundles}")/$name
+    distill=()
+    if [ -n "${TEACHER_SHIFT:-}" ]; then
+      # distilled from the task's camera Diffusion Policy, on its localiser's data (below)
+      teacher=build/runs/metaworld-$task-camera-dp/policy/latest.pt
+      [ "$policy" = camera ] || { echo "train-defaults.sh: TEACHER_SHIFT distils an EnergyFlow camera policy, not POLICY=$policy" >&2; exit 2; }
+      [ -f "$teacher" ] || { echo "train-defaults.sh: no teacher $teacher: run POLICY=camera-dp scripts/train-defaults.sh $task first" >&2; exit 2; }
+      distill=(--teacher "../$teacher" --teacher-shift "$TEACHER_SHIFT")
+    fi
     loc=build/runs/metaworld-$task-camera/localiser
     demos=build/demos/$task-$camera.hdf5
     [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --camera --camera-name "$camera" \
       --out "$demos" --no-progress
-    if [ "$policy" = camera ] || [ ! -f "$loc/policy-data.hdf5" ]; then
+    # POLICY=camera trains its localiser afresh, except when distilling: the teacher was
+    # trained on the localiser's estimates there, and the student must see the same
+    if [ ${#distill[@]} -gt 0 ] && [ ! -f "$loc/policy-data.hdf5" ]; then
+      echo "train-defaults.sh: no $loc/policy-data.hdf5, the teacher's data: run POLICY=camera-dp scripts/train-defaults.sh $task again" >&2; exit 2
+    fi
+    if { [ "$policy" = camera ] && [ ${#distill[@]} -eq 0 ]; } || [ ! -f "$loc/policy-data.hdf5" ]; then
       rm -rf "$loc"; mkdir -p "$loc"
       (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.localiser --data "../$demos" --out "../$loc" \
           --label "${LABEL:-success}" --steps "${LOC_STEPS:-3000}" --seed 0 --threads 1)
@@ -133,7 +154,7 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
     (cd training && ../$py -m energyflow train --data "../$loc/policy-data.hdf5" --out "../$run/policy" \
         --name "$name" --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
         --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
-        "${extra[@]}")
+        "${extra[@]}" "${distill[@]}")
     k=()
     # K = 10 on the grasping tasks, as below, and on ButtonPress: at the demo's 10 Hz its camera
     # decode + preprocess + encoder + sample p90 fits the 100 ms period with a viewer only at K = 10
@@ -147,11 +168,11 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
     fi
     (cd training && ../$py -m energyflow.camera_bundle --state-bundle "../$run/policy/bundle" \
         --localiser "../$loc/localiser.pt" --report "../$loc/localiser.json" \
-        --camera "$camera" --out "../bundles/$name")
+        --camera "$camera" --out "$dest")
     # float16 weights (energyflow.compact: half the bytes, float32 arithmetic), before calibrating
-    (cd training && ../$py -m energyflow.compact --bundle "../bundles/$name")
+    (cd training && ../$py -m energyflow.compact --bundle "$dest")
     if [ ${#k[@]} -gt 0 ]; then
-      default_steps "bundles/$name" 10
+      default_steps "$dest" 10
     fi
     if [ "$policy" = camera ] && [ "$task" = button-press ]; then
       # the demo's bundle: its state term retrained on 800 more camera demonstrations (seeds
@@ -161,28 +182,28 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       [ -f "$cover" ] || $py -m sim.record --task "$task" --episodes 800 --seed 200 --camera --camera-name "$camera" \
         --out "$cover" --no-progress
       rm -rf "$run/cover"
-      (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.camera_state_term --bundle "../bundles/$name" \
+      (cd training && OMP_NUM_THREADS=1 ../$py -m energyflow.camera_state_term --bundle "$dest" \
           --data "../$cover" --out "../$run/cover" >/dev/null)
-      rm -rf "bundles/$name" && mv "$run/cover" "bundles/$name"
+      rm -rf "$dest" && mv "$run/cover" "$dest"
       # its stop certified for one false stop an hour of level-0 driving at the demo's 10 Hz
       # and K = 10 (about 550 episodes; the shipped calibration was fitted on the same
       # driving recorded in two lanes, seeds 60000+ and 70000+: research/camera/hours)
-      ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --trips-per-hour 1 \
+      ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --trips-per-hour 1 \
         --seed 60000 --rate 10 "${k[@]}" --json "$run/calibrate.json"
     elif [ "$policy" = camera ]; then
       # the stop watches the state score, calibrated on the policy's own level-0 driving:
       # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate)
-      ./bin/energyflow sim calibrate --bundle "bundles/$name" --task "$task" --score state_energy --alpha 0.05 \
+      ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
     fi
-    if [ "$policy" = camera ]; then
-      # the colours its demonstrations showed, for the unseen-colour stop (safety
-      # watchdog.camera_unseen; docs/camera-policy.md, "Unseen colours"): ButtonPress's from
-      # its 800 cover scenes, the others' from the policy's 200
-      pal=$demos; [ "$task" != button-press ] || pal=$cover
-      (cd training && ../$py -m energyflow.palette --bundle "../bundles/$name" --data "../$pal" --grow 1)
+    if [ "$policy" = camera ] && [ "$task" = button-press ]; then
+      # the colours its 800 cover scenes showed, for the unseen-colour stop (safety
+      # watchdog.camera_unseen); DrawerOpen's and Hammer's 200 demonstrations leave too
+      # many of the runtime's colours unseen, so they have none (docs/camera-policy.md,
+      # "Unseen colours")
+      (cd training && ../$py -m energyflow.palette --bundle "$dest" --data "../$cover" --grow 1)
     fi
-    ./bin/energyflow bundle verify "bundles/$name"
+    ./bin/energyflow bundle verify "$dest"
   done
   exit 0
 fi
