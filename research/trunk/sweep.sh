@@ -30,6 +30,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { echo "usage: research/trunk/sweep.sh [--task T] [--levels \"0 S M L\"] [--rounds N] WIDTH... (e.g. 16,32,64 shipped)" >&2; exit 2; }
+for w in "$@"; do
+  [ "$w" = shipped ] || [[ "$w" =~ ^[0-9]+(,[0-9]+)*$ ]] \
+    || { echo "sweep.sh: width $w: want comma-separated down dims (16,32,64) or shipped" >&2; exit 2; }
+done
 py=.venv/bin/python
 shipped=bundles/metaworld-$task
 [ -f "$shipped/manifest.json" ] || { echo "sweep.sh: no shipped bundle $shipped" >&2; exit 2; }
@@ -41,7 +45,6 @@ for w in "$@"; do
   if [ "$w" = shipped ]; then
     tag=shipped; bundle=$shipped
   else
-    [[ "$w" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "sweep.sh: width $w: want comma-separated down dims (16,32,64) or shipped" >&2; exit 2; }
     tag=w${w//,/-}; run=build/trunk/$task-$tag; bundle=$run/bundle
     if [ ! -f "$bundle/manifest.json" ] || [ ! -f "$run/calibrated" ]; then
       rm -rf "$run"; mkdir -p "$run"
