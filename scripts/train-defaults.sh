@@ -122,17 +122,19 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
   # POLICY=camera-dp is its Diffusion Policy baseline: the same localiser and policy data
   # (reused from the camera run when it exists), DDIM, no stop of its own.
   camera=${CAMERA:-topview}
-  mkdir -p "${BUNDLES:-bundles}"
+  bundles=$(realpath -m "${BUNDLES:-bundles}"); mkdir -p "$bundles"
+  if [ -n "${TEACHER_SHIFT:-}" ] && [ "$policy" != camera ]; then
+    echo "train-defaults.sh: TEACHER_SHIFT distils an EnergyFlow camera policy, not POLICY=$policy" >&2; exit 2
+  fi
   make --no-print-directory build >/dev/null
   for task in "${tasks[@]}"; do
     name=metaworld-$task$suffix
     run=build/runs/$name
-    dest=$(realpath -m "${BUNDLES:-bundles}")/$name
+    dest=$bundles/$name
     distill=()
     if [ -n "${TEACHER_SHIFT:-}" ]; then
       # distilled from the task's camera Diffusion Policy, on its localiser's data (below)
       teacher=build/runs/metaworld-$task-camera-dp/policy/latest.pt
-      [ "$policy" = camera ] || { echo "train-defaults.sh: TEACHER_SHIFT distils an EnergyFlow camera policy, not POLICY=$policy" >&2; exit 2; }
       [ -f "$teacher" ] || { echo "train-defaults.sh: no teacher $teacher: run POLICY=camera-dp scripts/train-defaults.sh $task first" >&2; exit 2; }
       distill=(--teacher "../$teacher" --teacher-shift "$TEACHER_SHIFT")
     fi
@@ -190,18 +192,16 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       # driving recorded in two lanes, seeds 60000+ and 70000+: research/camera/hours)
       ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --trips-per-hour 1 \
         --seed 60000 --rate 10 "${k[@]}" --json "$run/calibrate.json"
-    elif [ "$policy" = camera ]; then
-      # the stop watches the state score, calibrated on the policy's own level-0 driving:
-      # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate)
-      ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --alpha 0.05 \
-        --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
-    fi
-    if [ "$policy" = camera ] && [ "$task" = button-press ]; then
       # the colours its 800 cover scenes showed, for the unseen-colour stop (safety
       # watchdog.camera_unseen); DrawerOpen's and Hammer's 200 demonstrations leave too
       # many of the runtime's colours unseen, so they have none (docs/camera-policy.md,
       # "Unseen colours")
       (cd training && ../$py -m energyflow.palette --bundle "$dest" --data "../$cover" --grow 1)
+    elif [ "$policy" = camera ]; then
+      # the stop watches the state score, calibrated on the policy's own level-0 driving:
+      # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate)
+      ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --alpha 0.05 \
+        --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
     fi
     ./bin/energyflow bundle verify "$dest"
   done
