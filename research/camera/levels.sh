@@ -22,7 +22,7 @@ cd "$(dirname "$0")/../.."
 suffix=-camera; name_extra=""; levels="S M L"; rate=20; observe=(); episodes=20; steps=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --dp) suffix=-camera-dp; shift ;;
+    --dp) suffix=-camera-dp; dp=1; shift ;;
     --bundle) bundle_dir=$2; shift 2 ;;
     --observe) observe=(--observe-only); name_extra=-observe; shift ;;
     --levels) levels=$2; shift 2 ;;
@@ -36,6 +36,7 @@ done
 task=${1:?usage: levels.sh [--dp | --bundle DIR] [--observe] [--levels \"0 S M L\"] [--episodes N] [--rate HZ] [--steps K] TASK}
 bundle=bundles/metaworld-$task$suffix
 if [ -n "${bundle_dir:-}" ]; then
+  [ -z "${dp:-}" ] || { echo "levels.sh: --dp and --bundle both name the bundle: give one" >&2; exit 2; }
   bundle=${bundle_dir%/}; suffix=$(basename "$bundle"); suffix=${suffix#metaworld-$task}
   [ -n "$suffix" ] && [ "$suffix" != "$(basename "$bundle")" ] \
     || { echo "levels.sh: --bundle $bundle: its name must be metaworld-$task-SOMETHING (the results are named after it)" >&2; exit 2; }
