@@ -41,24 +41,30 @@
 # energy from Diffusion Policy" and "A distilled Hammer"; the shipped Hammer's
 # 10 Hz calibration comes from research/stop/false_trips.py --write on its own hours).
 # Assembly is not (its DP run was not kept as a teacher): plain denoising
-# score matching.
+# score matching, on a narrower trunk, down dims 24/48/96 (WIDTH unset): it holds level 0
+# and S/M/L with two thirds of the parameters and plans in two thirds of the time
+# (research/trunk/README.md); its 10 Hz threshold is certified on an hour of its own
+# driving (research/trunk/README.md, "The shipped Assembly bundle").
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
 #                                              superseded, on the branch baselines: STEPS=6000)
 # The camera bundles (docs/camera-policy.md; seeds fixed, about 1.5 h a task):
-#   POLICY=camera STEPS=8000 scripts/train-defaults.sh button-press drawer-open
+#   POLICY=camera STEPS=8000 scripts/train-defaults.sh button-press
 #   POLICY=camera LABEL=grasp STEPS=8000 scripts/train-defaults.sh hammer
 #   POLICY=camera-dp STEPS=8000 scripts/train-defaults.sh button-press drawer-open
 #   POLICY=camera-dp LABEL=grasp STEPS=8000 scripts/train-defaults.sh hammer
 #                                              (their Diffusion Policy baselines on the same
 #                                              localiser, after it; alone, the localiser is
 #                                              retrained first: about 25 min a task here)
-#   POLICY=camera TEACHER_SHIFT=1.5 STEPS=8000 BUNDLES=DIR scripts/train-defaults.sh TASK
-#                                              (the camera EnergyFlow policy distilled from
-#                                              its Diffusion Policy baseline, on the baseline's
+#   POLICY=camera TEACHER_SHIFT=1.5 STEPS=8000 [BUNDLES=DIR] scripts/train-defaults.sh drawer-open
+#                                              (the shipped DrawerOpen camera bundle: the camera
+#                                              EnergyFlow policy distilled from its Diffusion
+#                                              Policy baseline, after it, on the baseline's
 #                                              localiser; BUNDLES: where the bundle goes,
 #                                              default bundles/: docs/camera-policy.md,
-#                                              "Distilled from the baseline")
+#                                              "Distilled from the baseline"; its stop then
+#                                              certified on an hour of its own driving,
+#                                              research/camera/drawer-distil-hours)
 #
 # Demonstrations: 200 scripted episodes per task (seeds 0-199, 10 steps kept
 # after success, goal observable: docs/sim.md, "The data protocol").
@@ -69,7 +75,7 @@
 # build/demos/<task>-camera.hdf5) and conditions on the frames (ResNet-18 of
 # width 8 on a 64×64 crop: a CPU-size encoder, 64 features) plus the arm's
 # own state (obs/proprio: hand xyz + gripper), not the object positions.
-# Model: the U-Net trunk at down dims 32/64/128 (WIDTH overrides), STEPS
+# Model: the U-Net trunk at down dims 32/64/128 (Assembly 24/48/96; WIDTH overrides), STEPS
 # training steps (default 12000). Seeds are fixed. Training uses one torch
 # thread: with two OpenMP threads on a busy 2-core machine a step was measured
 # 18× slower (6.8 s vs 0.38 s). Before a bundle is copied into bundles/ it must
@@ -224,9 +230,11 @@ for task in "${tasks[@]}"; do
   [ -f "$demos" ] || $py -m sim.record --task "$task" --episodes "$episodes" --seed 0 --out "$demos" --no-progress
   name=metaworld-$task$suffix
   run=build/runs/$name
+  w=("${width[@]}")
+  [ -n "${WIDTH:-}" ] || [ "$task" != assembly ] || [ "$policy" != energyflow ] || w=(24 48 96)
   rm -rf "$run"
   (cd training && ../$py -m energyflow train --data "../$demos" --out "../$run" --name "$name" \
-      --down-dims "${width[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
+      --down-dims "${w[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
       --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
       "${extra[@]}" "${distill[@]}")
   if [ "$policy" != image ]; then
