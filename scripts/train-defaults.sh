@@ -43,8 +43,9 @@
 # Assembly is not (its DP run was not kept as a teacher): plain denoising
 # score matching, on a narrower trunk, down dims 24/48/96 (WIDTH unset): it holds level 0
 # and S/M/L with two thirds of the parameters and plans in two thirds of the time
-# (research/trunk/README.md); its 10 Hz threshold is certified on an hour of its own
-# driving (research/trunk/README.md, "The shipped Assembly bundle").
+# (research/trunk/README.md). The 60-episode 20 Hz calibration below is a first threshold:
+# the shipped one's 10 Hz and 20 Hz thresholds are certified on about an hour of its own
+# driving at each rate (research/trunk/README.md, "The shipped Assembly bundle").
 #   POLICY=image scripts/train-defaults.sh TASK ...       (EnergyFlow on camera +
 #                                              proprioception, bundles/metaworld-<task>-image;
 #                                              superseded, on the branch baselines: STEPS=6000)
