@@ -206,7 +206,11 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       (cd training && ../$py -m energyflow.palette --bundle "$dest" --data "../$cover" --grow 1)
     elif [ "$policy" = camera ]; then
       # the stop watches the state score, calibrated on the policy's own level-0 driving:
-      # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate)
+      # 60 episodes (seeds 3000-3059), alpha 5 % per episode (research/camera/calibrate).
+      # That is a first threshold: it stops about one episode in twenty. The shipped
+      # DrawerOpen and Hammer camera bundles' are then certified for one false stop an hour
+      # on about an hour of their own driving (research/camera/drawer-distil-hours,
+      # research/camera/hammer-hours, whose READMEs have the commands)
       ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
     fi
