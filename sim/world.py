@@ -123,7 +123,9 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #           new thing on the table; and the camera sees it there: a blue box
 #           (OBJECT_HALF_SIZE) drawn into every frame from the onset, so a
 #           policy that reads only its camera meets it too. The physics is
-#           unchanged (nothing collides with it).
+#           unchanged (nothing collides with it). On hammer the slot holds the
+#           nail, so only the camera sees the box: the fault for its camera
+#           bundles (sim eval refuses it with a state bundle on hammer).
 #   occlusion: the camera is blocked: a dark square over the middle half of
 #           every rendered frame (a quarter of the image), as a hand or a
 #           cable in front of the lens would. State and physics are unchanged:
@@ -151,6 +153,8 @@ PUSH_DISTANCE = 0.08
 #: the object fault's box, half-sizes in metres (a 5 cm cube) and its colour
 OBJECT_HALF_SIZE = (0.025, 0.025, 0.025)
 OBJECT_RGBA = (0.1, 0.25, 0.9, 1.0)
+#: tasks whose "object 2" slot holds one of their own objects (hammer: the nail)
+SLOT_TAKEN = ("hammer",)
 OBJ2 = slice(11, 18)
 OBJ2_PREV = slice(29, 36)
 ARM_STATE = slice(0, 4)
@@ -250,9 +254,6 @@ class World:
     def reset(self, task: str | None = None, level: str | None = None, seed: int | None = None,
               fault: Fault | None = None) -> np.ndarray:
         """Start an episode. ``fault`` (or None) is injected during this episode only."""
-        if fault is not None and fault.kind == "object" and normalize_task(task or self.task) == "hammer":
-            raise ValueError("fault object: hammer's second object slot holds the nail; "
-                             "the object fault needs an empty slot (every other task)")
         if task is not None:
             self.task = normalize_task(task)
         if level is not None:
@@ -329,7 +330,11 @@ class World:
         return StepResult(self.obs, float(reward), self.success, self.truncated, self.unstable)
 
     def _inject_object(self) -> None:
-        """Write the distractor's pose into obs[11:18] (and the previous frame's slot after the onset step)."""
+        """Write the distractor's pose into obs[11:18] (and the previous frame's slot after the onset step).
+
+        On a task whose second object slot is taken (hammer's nail) the slot keeps its object and
+        only the camera sees the distractor (render draws it at self._obj2).
+        """
         if self._obj2 is None:
             pos = self.obs[0:3] + np.array([0.06, 0.0, 0.0])
             pos[2] = max(pos[2] - 0.05, 0.02)
@@ -337,6 +342,8 @@ class World:
             first = True
         else:
             first = False
+        if self.task in SLOT_TAKEN:
+            return
         self.obs[OBJ2] = self._obj2
         if not first:
             self.obs[OBJ2_PREV] = self._obj2

@@ -25,7 +25,6 @@ tasks=("$@"); [ ${#tasks[@]} -gt 0 ] || tasks=(button-press drawer-open)
 for t in "${tasks[@]}"; do
   b=bundles/metaworld-$t-camera
   faults=(push object blackout freeze camera_shift occlusion zero_state)
-  [ "$t" != hammer ] || faults=(push blackout freeze camera_shift occlusion zero_state)  # hammer: no empty object slot
   [ -z "$only" ] || read -r -a faults <<< "$only"
   for f in "${faults[@]}"; do
     step=30; [ "$f" != zero_state ] || step=40

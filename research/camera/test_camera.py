@@ -111,3 +111,21 @@ def test_swap_localiser_moves_the_graph_and_its_record(tmp_path):
     with pytest.raises(SwapError, match="differ in inputs or outputs"):
         swap(a, wide, tmp_path / "out2")
     assert not (tmp_path / "out2").exists()
+
+
+def test_visible_counts_the_box_and_refuses_other_scenes():
+    import pytest
+
+    from research.camera.unseen import visible
+
+    base = np.zeros((2, visible.STEPS, 8, 8, 3), np.int16)
+    box = base.copy()
+    box[0, visible.ONSET:, 2:4, 2:5, 2] = 200       # 6 pixels from the onset in episode 0
+    box[1, visible.ONSET + 5, 0, 0, 0] = 30          # under the threshold: not a change
+    n = visible.changed(box, base)
+    assert n[0, visible.ONSET:].min() == 6 and n[0, :visible.ONSET].max() == 0
+    assert n[1].max() == 0
+    other = base.copy()
+    other[1, 3, 0, 0, 1] = 255                      # a different scene before the onset
+    with pytest.raises(SystemExit, match="before the onset"):
+        visible.changed(other, base)

@@ -64,8 +64,6 @@ def test_faults_change_the_episode_from_their_step_only():
     assert moved > 0.02, moved                               # the hand was shoved
     w.reset(seed=3)
     assert w.fault is None                                   # one episode only
-    with pytest.raises(ValueError, match="hammer"):
-        w.reset(task="hammer", fault=Fault("object", 5))
     with pytest.raises(ValueError, match="want one of"):
         Fault("smoke", 1)
     w.close()
@@ -159,6 +157,31 @@ def test_object_fault_is_seen_by_the_camera_and_not_simulated():
     w.reset(seed=3)                                           # gone with the next episode
     w.step(pol.get_action(w.obs))
     np.testing.assert_array_equal(w.render(), clean_frames[0])
+    w.close()
+
+
+def test_object_fault_on_hammer_keeps_the_nail_and_shows_the_box():
+    from sim.world import OBJ2, Fault
+
+    w = World("hammer", camera_size=(64, 64), camera_name="topview")
+    pol = expert_policy("hammer")
+    w.reset(seed=3)
+    clean_frames, clean_obs = [], []
+    for _ in range(10):
+        w.step(pol.get_action(w.obs))
+        clean_frames.append(w.render())
+        clean_obs.append(w.obs.copy())
+    w.reset(seed=3, fault=Fault("object", 4))
+    frames, obs = [], []
+    for _ in range(10):
+        w.step(pol.get_action(w.obs))
+        frames.append(w.render())
+        obs.append(w.obs.copy())
+    np.testing.assert_array_equal(np.array(obs), np.array(clean_obs))  # the slot keeps the nail
+    assert np.abs(clean_obs[-1][OBJ2][:3]).sum() > 0
+    for f, c in zip(frames[3:], clean_frames[3:]):            # the camera sees the box
+        changed = (f != c).any(axis=2)
+        assert changed.sum() >= 4, changed.sum()
     w.close()
 
 

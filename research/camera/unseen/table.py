@@ -3,6 +3,8 @@
     .venv/bin/python -m research.camera.unseen.table --clean build/unseen/button-press-clean \
         --object build/unseen/button-press-object --data build/cover/button-press-topview-800.hdf5 \
         [--json research/camera/unseen/button-press.json]
+    .venv/bin/python -m research.camera.unseen.table --clean build/unseen/hammer-clean \
+        --object build/unseen/hammer-object --runtime-frames build/unseen/hammer-palette
 
 The folders are `frames`' JPEGs with `decode`'s OUT.rgb beside them
 (DIR.rgb). The bundle's palette is rebuilt from its demonstrations at each
@@ -45,16 +47,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--clean", required=True, type=Path)
     p.add_argument("--object", required=True, type=Path)
-    p.add_argument("--data", required=True, type=Path, help="the camera demonstrations the palette is built from")
+    p.add_argument("--data", type=Path, help="the camera demonstrations the palette is built from")
+    p.add_argument("--runtime-frames", type=Path,
+                   help="build the palette from these frames as the runtime decodes them (a `frames` folder with "
+                        "`decode`'s DIR.rgb beside it) instead of from --data's libjpeg-decoded demonstrations")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    import h5py
+    if (a.data is None) == (a.runtime_frames is None):
+        p.error("give the palette's frames: --data (demonstrations) or --runtime-frames, one of them")
+    if a.runtime_frames is not None:
+        seen0, n = P.seen_cells([go(a.runtime_frames)], 16)
+        source = f"{a.runtime_frames}.rgb (the runtime's decoder)"
+        print(f"{source}: {n} frames")
+    else:
+        import h5py  # deferred: the demonstrations' HDF5 reader, only for --data
 
-    with h5py.File(a.data) as f:
-        keys = sorted(f["data"].keys(), key=lambda k: int(k.rsplit("_", 1)[-1]))
-        train = keys[: len(keys) - int(round(0.1 * len(keys)))]
-        seen0, n = P.seen_cells((f["data"][k]["obs/camera"][:] for k in train), 16)
-    print(f"{a.data}: {len(train)} of {len(keys)} demonstrations")
+        with h5py.File(a.data) as f:
+            keys = sorted(f["data"].keys(), key=lambda k: int(k.rsplit("_", 1)[-1]))
+            train = keys[: len(keys) - int(round(0.1 * len(keys)))]
+            seen0, n = P.seen_cells((f["data"][k]["obs/camera"][:] for k in train), 16)
+        source = f"{a.data} (libjpeg, as recorded)"
+        print(f"{a.data}: {len(train)} of {len(keys)} demonstrations")
     clean = {"libjpeg": jpegs(a.clean), "runtime": go(a.clean)}
     obj = go(a.object)
     d = np.abs(clean["runtime"].astype(int) - clean["libjpeg"].astype(int))
@@ -76,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"| {grow} | {r['cells']} | {r['clean_libjpeg_max']} | {r['clean_runtime_max']} | {r['clean_runtime_two_max']} | "
               f"{', '.join(map(str, r['object_two_first_second']))} (least {min(uo)}) |")
     if a.json:
-        a.json.write_text(json.dumps({"data": str(a.data), "decoders": decoders, "demonstration_frames": n, "clean_frames": len(clean["runtime"]),
+        a.json.write_text(json.dumps({"data": str(a.data), "palette_from": source, "decoders": decoders, "demonstration_frames": n, "clean_frames": len(clean["runtime"]),
                                       "object_episodes": len(obj) // STEPS, "rows": rows}, indent=1) + "\n")
     return 0
 

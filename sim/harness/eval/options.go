@@ -92,6 +92,9 @@ func (o *Options) Prepare(root string) error {
 	if err := o.Flags.Prepare(root); err != nil {
 		return err
 	}
+	if o.Fault == "object" && o.Task == "hammer" && !o.Images {
+		return harness.Usagef("--fault object on hammer: its state's second object slot holds the nail, so only a camera sees the new object, and bundle %s takes no camera image: use a camera bundle (bundles/metaworld-hammer-camera)", filepath.Base(o.BundleDir))
+	}
 	// A manifest that does not parse is reported by the runtime's loader.
 	if m, err := harness.ReadManifest(o.BundleDir); err == nil {
 		o.stateTerm = m.HasStateEnergy()

@@ -1,6 +1,8 @@
 package eval
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/energyflow/edge/sim/harness"
@@ -29,5 +31,36 @@ func TestEpisodeConfigSeedsTheSampler(t *testing.T) {
 			t.Errorf("episodes %d and %d share sampler seed %d", prev, idx, cfg.Policy.Seed)
 		}
 		seen[cfg.Policy.Seed] = idx
+	}
+}
+
+// TestObjectFaultOnHammerNeedsACamera: hammer's second object slot holds the
+// nail, so its object fault is drawn into the frames only; a bundle without a
+// camera would meet nothing and is refused in one line.
+func TestObjectFaultOnHammerNeedsACamera(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		task, bundle, fault string
+		refused             bool
+	}{
+		{"hammer", "", "object", true},
+		{"hammer", "metaworld-hammer-camera", "object", false},
+		{"hammer", "", "push", false},
+		{"drawer-open", "", "object", false},
+	} {
+		o := Options{Flags: harness.Flags{Task: tc.task, Level: "0", Seed: 1000, Rate: 20, Camera: "96x96"}, Episodes: 1, MaxSteps: 80, Fault: tc.fault}
+		if tc.bundle != "" {
+			o.Bundle = filepath.Join(root, "bundles", tc.bundle)
+		}
+		err := o.Prepare(root)
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "nail") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s %s %q: got %v, want a one-line refusal naming the nail", tc.task, tc.fault, tc.bundle, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %s %q: %v", tc.task, tc.fault, tc.bundle, err)
+		}
 	}
 }
