@@ -266,3 +266,62 @@ func TestLoopLateStopSaysWhereTheTimeWent(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkHandover: the replaced plan runs on until the action where the
+// new plan joins it best, within the window, and the tick the new plan
+// takes over is the fresh one.
+func TestChunkHandover(t *testing.T) {
+	period := 100 * time.Millisecond
+	obs := time.Unix(50, 0)
+	rows := func(vs ...float32) []float32 { // x velocity per row; y 0; gripper 9 (not compared)
+		out := make([]float32, 0, 3*len(vs))
+		for _, v := range vs {
+			out = append(out, v, 0, 9)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name             string
+		pred, old        []float32 // the new plan (window starts at row 0) and the replaced one, aligned
+		oldFirst, oldN   int
+		prev             []float64
+		window, count    int
+		wantKept         int
+		wantX            []float64 // x of the actions taken, in order
+		wantFreshAt      int       // index into wantX of the fresh tick
+		wantOldSeqBefore bool
+	}{
+		{"off", rows(-1, -1, -1, -1), rows(1, 1, -1, -1), 0, 4, []float64{1, 0}, 0, 4, 0, []float64{-1, -1}, 0, false},
+		{"the plans agree: at once", rows(1, 1, -1, -1), rows(1, 1, -1, -1), 0, 4, []float64{1, 0}, 3, 4, 0, []float64{1, 1, -1}, 0, false},
+		{"a reversal both intend runs inside the old plan", rows(-1, -1, -1, -1, -1), rows(1, 1, -1, -1), 0, 4, []float64{1, 0}, 3, 5, 3, []float64{1, 1, -1, -1}, 3, true},
+		{"the window bounds the wait", rows(-1, -1, -1, -1, -1), rows(1, 1, -1, -1), 0, 4, []float64{1, 0}, 2, 5, 0, []float64{-1}, 0, false},
+		{"the old plan ends first", rows(-1, -1, -1, -1, -1), rows(1, 1, -1, -1), 0, 1, []float64{1, 0}, 3, 5, 0, []float64{-1}, 0, false},
+		{"nothing ran before", rows(-1, -1, -1, -1, -1), rows(1, 1, -1, -1), 0, 4, nil, 3, 5, 0, []float64{-1}, 0, false},
+		{"the old plan turns later", rows(-1, -1, -1, -1, -1), rows(1, -1, -1, -1), 0, 4, []float64{1, 0}, 3, 5, 2, []float64{1, -1, -1}, 2, true},
+		{"the hand-over stays in the executed window", rows(-1, -1, -1, -1, -1), rows(1, -1, -1, -1), 0, 4, []float64{1, 0}, 3, 2, 0, []float64{-1}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewChunk(8, 3)
+			c.Fill(tc.pred, 0, tc.count, 0, obs, period, 7)
+			if got := c.Handover(tc.old, tc.oldFirst, tc.oldN, 6, tc.prev, 2, tc.window, obs, period); got != tc.wantKept {
+				t.Fatalf("kept %d rows, want %d", got, tc.wantKept)
+			}
+			for i, x := range tc.wantX {
+				a, _, ok := c.Take(obs.Add(time.Duration(i)*period), period)
+				if !ok || float64(a[0]) != x || a[2] != 9 {
+					t.Fatalf("take %d: %v ok=%v, want x %v", i, a, ok, x)
+				}
+				if fresh := c.Fresh(); fresh != (i == tc.wantFreshAt) {
+					t.Errorf("take %d: fresh %v", i, fresh)
+				}
+				wantSeq := int64(7)
+				if tc.wantOldSeqBefore && i < tc.wantFreshAt {
+					wantSeq = 6
+				}
+				if s := c.RowSeq(); s != wantSeq {
+					t.Errorf("take %d: seq %d, want %d", i, s, wantSeq)
+				}
+			}
+		})
+	}
+}

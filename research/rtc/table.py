@@ -25,6 +25,8 @@ def _f(x: Optional[float], fmt: str = "{:.3f}") -> str:
 
 def chunking(s: dict) -> str:
     m = s.get("chunking", "off")
+    if s.get("handover"):  # stop 69's hand-over (--handover N, commit 0f5e0d4, not kept)
+        return f"hand-over {s['handover']}"
     if m == "off":
         return "off"
     out = f"{m} {s.get('chunking_strength', 1):g}"

@@ -26,6 +26,12 @@ def test_rows_sorted_and_formatted(tmp_path):
 
 
 
+def test_hand_over_column(tmp_path):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(summary(chunking="off", handover=4)))
+    assert "| hand-over 4 | cold |" in table([a])[2]
+
+
 def test_warm_start_column(tmp_path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(summary(chunking="off", warm_sigma=1.0, warm_steps=5)))
