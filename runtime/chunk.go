@@ -1,9 +1,6 @@
 package runtime
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // Chunk is an action sequence predicted from one observation, with each
 // action stamped with the time it is meant for (latency compensation as in
@@ -21,13 +18,6 @@ type Chunk struct {
 	next    int // first action not yet executed or dropped
 	bridged int // tail actions executed since the chunk was filled
 	taken   int // actions executed since the chunk was filled
-	// from is the first row of this chunk's own plan: the rows before it
-	// are the replaced plan's, kept by Handover (0: none kept).
-	from    int
-	oldSeq  int64 // the replaced plan's Seq, for the rows before from
-	lastRow int   // the row Take returned last (−1: none since Fill)
-	fresh   bool  // whether that row was the first of this chunk's own plan taken
-	ownSeen bool  // a row of this chunk's own plan has been taken
 	// ObsTime is the capture time of the observation the chunk was sampled from.
 	ObsTime time.Time
 	// Seq numbers chunks in the order they were committed.
@@ -62,64 +52,6 @@ func (c *Chunk) Fill(pred []float32, start, count, tail int, obsTime time.Time, 
 		c.due[i] = obsTime.Add(time.Duration(i) * period)
 	}
 	c.n, c.next, c.bridged, c.taken, c.ObsTime, c.Seq = count, 0, 0, 0, obsTime, seq
-	c.from, c.oldSeq, c.lastRow, c.fresh, c.ownSeen = 0, seq, -1, false, false
-}
-
-// Handover keeps the replaced plan running for up to window more actions
-// and hands over to this chunk's own plan at the action where the two join
-// best: the row r, from the first row due at now (r0) to r0+window, whose
-// action is closest (Euclidean over the first nVel axes) to what runs the
-// tick before it — prev, the action executed last, for r = r0; the
-// replaced plan's row r−1 otherwise. Rows r0..r−1 are then the replaced
-// plan's. old holds the replaced plan's actions aligned with this chunk's
-// rows (row i due at ObsTime + i·period; Committed, from ObsTime), valid
-// in rows [oldFirst, oldFirst+oldN); a row the replaced plan does not
-// cover ends the window, and the hand-over row stays inside the executed
-// window. prev nil (nothing ran the tick before) or window 0 keep the chunk
-// as filled. Call it right after Fill; it returns the rows kept.
-func (c *Chunk) Handover(old []float32, oldFirst, oldN int, oldSeq int64, prev []float64, nVel, window int, now time.Time, period time.Duration) int {
-	c.oldSeq = oldSeq
-	if window <= 0 || prev == nil {
-		return 0
-	}
-	half := period / 2
-	r0 := 0
-	for r0 < c.n && now.Sub(c.due[r0]) > half {
-		r0++
-	}
-	oldRow := func(i int) []float32 { return old[i*c.dim : (i+1)*c.dim] }
-	best, bestD := 0, math.Inf(1)
-	for s := 0; s <= window && r0+s < c.win; s++ {
-		r := r0 + s
-		var d float64
-		for i := range nVel {
-			before := prev[i] // what runs the tick before row r
-			if s > 0 {
-				if r-1 < oldFirst || r-1 >= oldFirst+oldN {
-					break
-				}
-				before = float64(oldRow(r - 1)[i])
-			}
-			e := c.actions[r*c.dim+i] - before
-			d += e * e
-		}
-		if s > 0 && (r-1 < oldFirst || r-1 >= oldFirst+oldN) {
-			break // the replaced plan ends before row r
-		}
-		if d < bestD {
-			best, bestD = s, d
-		}
-	}
-	for k := r0; k < r0+best; k++ {
-		o := oldRow(k)
-		for j := range c.dim {
-			c.actions[k*c.dim+j] = float64(o[j])
-		}
-	}
-	if best > 0 {
-		c.from = r0 + best
-	}
-	return best
 }
 
 // Clear drops every remaining action (a new episode: the plan belongs to
@@ -165,26 +97,9 @@ func (c *Chunk) Take(now time.Time, period time.Duration) (action []float64, dro
 		if i >= c.win {
 			c.bridged++
 		}
-		c.lastRow = i
-		c.fresh = i >= c.from && !c.ownSeen
-		c.ownSeen = c.ownSeen || i >= c.from
 		return c.actions[i*c.dim : (i+1)*c.dim], dropped, true
 	}
 	return nil, dropped, false
-}
-
-// Fresh reports whether the action Take returned last was the first taken
-// from this chunk's own plan: the tick a new plan takes over (after the
-// rows Handover kept, if any).
-func (c *Chunk) Fresh() bool { return c.fresh }
-
-// RowSeq is the Seq of the plan the action Take returned last came from:
-// the replaced plan's for a row Handover kept, else Seq.
-func (c *Chunk) RowSeq() int64 {
-	if c.lastRow >= 0 && c.lastRow < c.from {
-		return c.oldSeq
-	}
-	return c.Seq
 }
 
 // Remaining returns the not-yet-executed actions, tail included, as a flat

@@ -104,12 +104,6 @@ type LoopConfig struct {
 	// Chunking is real-time chunking: each plan sampled with the actions
 	// the arm executes meanwhile held (engines.Guide).
 	Chunking ChunkingConfig `yaml:"realtime_chunking"`
-	// Handover lets the replaced plan run on for up to this many actions
-	// after a new plan lands, and hands over at the action where the two
-	// join best (Chunk.Handover; docs/engines.md, "Hand-over"): a reversal
-	// both plans intend then runs inside one plan, not across the switch.
-	// 0 (default): the new plan takes over at once. At most T_a−1.
-	Handover int `yaml:"handover_window"`
 	// Warm is the warm start: each plan after the first starts from the
 	// committed prediction instead of pure noise (engines.Warm).
 	Warm WarmConfig `yaml:"warm_start"`
@@ -312,9 +306,6 @@ func (c *Config) Validate() error {
 		add("loop", fmt.Errorf("warm_start: off with sigma %v, steps %d: set one (off: every plan cold)", w.Sigma, w.Steps))
 	} else if w.Sigma > 0 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
 		add("loop", fmt.Errorf("warm_start and realtime_chunking (mode %s) are both on: use one (a warm start already begins at the committed plan)", c.Loop.Chunking.Mode))
-	}
-	if c.Loop.Handover < 0 {
-		add("loop", fmt.Errorf("handover_window: %d is negative (0: off)", c.Loop.Handover))
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

@@ -131,7 +131,6 @@ type LoopStats struct {
 	ArmErrors      int64
 	IdleTicks      int64 // RUNNING ticks without an action to execute (hold)
 	Bridged        int64 // ticks that executed the committed prediction's tail while the next plan was late (loop.bridge)
-	HandedOver     int64 // actions of a replaced plan run after its successor landed (loop.handover_window)
 	CondErrors     int64 // replans skipped: no observation (no usable camera frame)
 	// LatePlans counts plans that finished while the p90 of the recent
 	// plans' latency was past loop.plan_late_limit, and LateSpells how
@@ -144,7 +143,7 @@ type LoopStats struct {
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
 	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
-	latePlans, lateSpells, bridged, handedOver                                                                atomic.Int64
+	latePlans, lateSpells, bridged                                                                            atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -203,7 +202,6 @@ type Loop struct {
 	warm             warmSampler // loop.warm_start on: the sampler's warm start (warm.go)
 	joins            joinMeter
 	execSeq          int64
-	handoverWindow   int // loop.handover_window (0: a new plan takes over at once)
 	execFresh        bool
 	prevPlan         []float32
 	prevFirst, prevN int
@@ -306,10 +304,6 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		l.ta = l.tp - l.start
 	}
 	l.margin = d.Config.Loop.ReplanMargin
-	if h := d.Config.Loop.Handover; h < 0 || h >= l.ta {
-		return nil, fmt.Errorf("runtime: loop.handover_window %d: want 0 (off) to %d, fewer than the %d actions a chunk executes (T_a), so each plan runs some of its own", h, l.ta-1, l.ta)
-	}
-	l.handoverWindow = d.Config.Loop.Handover
 	limit, src := planLateLimit(d.Config, m)
 	l.late, l.lateSource = newPlanLateness(l.period, limit), src
 	l.chunk = NewChunk(l.tp-l.start, l.dim)
@@ -352,7 +346,7 @@ func (l *Loop) Stats() LoopStats {
 	c := &l.stats
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
 		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
-		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(), Bridged: c.bridged.Load(), HandedOver: c.handedOver.Load(),
+		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(), Bridged: c.bridged.Load(),
 		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load()}
 }
 
@@ -620,9 +614,7 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 			copy(l.pred, j.res.Actions)
 			l.predTime, l.havePred = j.obsTime, true
 			l.notePrevPlan(j.obsTime)
-			oldSeq := l.chunk.RowSeq()
 			l.chunk.Fill(j.res.Actions, l.start, l.ta, l.tail, j.obsTime, l.period, l.seq)
-			l.handover(oldSeq, now)
 			l.stats.chunks.Add(1)
 		}
 	}
@@ -738,9 +730,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	l.syncMachine(dec)
 	seq := int64(-1)
 	if ok {
-		seq = l.chunk.RowSeq()
+		seq = l.chunk.Seq
 	}
-	l.execSeq, l.execFresh = seq, ok && l.chunk.Fresh()
+	l.execSeq, l.execFresh = seq, ok && l.chunk.Taken() == 1
 	sw := math.NaN()
 	if l.execFresh {
 		sw = l.planSwitch(act)

@@ -97,23 +97,6 @@ func (l *Loop) planSwitch(act []float64) float64 {
 	return math.Sqrt(s)
 }
 
-// handover lets the replaced plan run on for up to loop.handover_window
-// actions after a new chunk is filled, handing over where the two join
-// best (Chunk.Handover). The action executed last is what the new plan
-// joins at once; nothing ran (the arm held): no hand-over.
-func (l *Loop) handover(oldSeq int64, now time.Time) {
-	if l.handoverWindow == 0 {
-		return
-	}
-	var prev []float64
-	if l.execSeq >= 0 {
-		prev = l.cmd.Velocity
-	}
-	if n := l.chunk.Handover(l.prevPlan, l.prevFirst, l.prevN, oldSeq, prev, l.nVel, l.handoverWindow, now, l.period); n > 0 {
-		l.stats.handedOver.Add(int64(n))
-	}
-}
-
 // Joins returns how smoothly the chunks executed so far joined (Joins).
 func (l *Loop) Joins() Joins { return l.joins.joins() }
 

@@ -25,7 +25,7 @@ def _f(x: Optional[float], fmt: str = "{:.3f}") -> str:
 
 def chunking(s: dict) -> str:
     m = s.get("chunking", "off")
-    if s.get("handover"):  # stop 69's hand-over (--handover N, commit 0f5e0d4, not kept)
+    if s.get("handover"):  # stop 69's hand-over (--handover N, commit 25322f0, not kept)
         return f"hand-over {s['handover']}"
     if m == "off":
         return "off"

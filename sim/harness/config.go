@@ -45,7 +45,6 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	if f.ChunkingStrength != 0 {
 		c.Loop.Chunking.Strength = f.ChunkingStrength
 	}
-	c.Loop.Handover = f.Handover
 	c.Loop.Warm = runtime.WarmConfig{Sigma: f.WarmSigma, Steps: f.WarmSteps, Off: f.Cold}
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}

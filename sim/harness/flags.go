@@ -87,8 +87,6 @@ type Flags struct {
 	Chunking         string
 	ChunkingStrength float64
 	ChunkingSoft     int // --chunking-soft
-	// Handover is --handover: the runtime's loop.handover_window.
-	Handover int
 	// WarmSigma and WarmSteps are --warm-sigma and --warm-steps: the
 	// runtime's loop.warm_start (sigma 0: the bundle's sampler.warm_start,
 	// set here by Prepare when it applies); Cold is --cold
@@ -125,7 +123,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
 	fs.Float64Var(&f.ChunkingStrength, "chunking-strength", 1, "real-time chunking's strength, the term's weight against the energy's: with denoised the fraction of the denoised estimate replaced by the held action, in (0, 1]; with noisy any value above 0")
 	fs.IntVar(&f.ChunkingSoft, "chunking-soft", -1, "real-time chunking: how many actions after the held ones get decaying weights (-1: the whole overlap; 0: none)")
-	fs.IntVar(&f.Handover, "handover", 0, "let the replaced plan run on for up to this many actions after a new plan lands and hand over where the two join best (loop.handover_window; 0: at once; docs/engines.md)")
 	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: the bundle's sampler.warm_start, if it has one (docs/engines.md)")
 	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
 	fs.BoolVar(&f.Cold, "cold", false, "start every plan from noise, even where the bundle sets a warm start (loop.warm_start.off)")
@@ -185,9 +182,6 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.CameraMoved >= 0 && f.CameraMoved <= 1) {
 		bad("--camera-moved %v: must be a fraction in (0, 1], or 0 (off)", f.CameraMoved)
-	}
-	if f.Handover < 0 {
-		bad("--handover %d: must be a number of actions, or 0 (off)", f.Handover)
 	}
 	if f.CameraUnseen < 0 {
 		bad("--camera-unseen %d: must be a number of pixels, or 0 (off)", f.CameraUnseen)

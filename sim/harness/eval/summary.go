@@ -57,9 +57,7 @@ type Summary struct {
 	Chunking         string  `json:"chunking"`
 	ChunkingStrength float64 `json:"chunking_strength,omitempty"`
 	ChunkingSoft     *int    `json:"chunking_soft,omitempty"` // −1: the whole overlap
-	// Handover is loop.handover_window (--handover; 0: off).
-	Handover int     `json:"handover,omitempty"`
-	Delay    float64 `json:"delay_periods"`
+	Delay            float64 `json:"delay_periods"`
 	// WarmSigma and WarmSteps are the warm start (--warm-sigma,
 	// --warm-steps; sigma 0: off).
 	WarmSigma float64 `json:"warm_sigma,omitempty"`
@@ -125,7 +123,7 @@ func (s Summary) String() string {
 // count of their stops by kind.
 func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
 	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
-		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps, Handover: f.Handover}
+		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps}
 	if s.Chunking == "" {
 		s.Chunking = "off"
 	}
