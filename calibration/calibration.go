@@ -52,7 +52,7 @@ func (c *Block) ClosedLoopFor(rateHz float64, k int) (*ClosedLoop, bool) {
 		return nil, false
 	}
 	for _, cl := range c.ClosedLoops() {
-		if cl.certifiedAt(rateHz, k) {
+		if cl.CertifiedAt(rateHz, k) {
 			return cl, true
 		}
 	}
@@ -156,10 +156,10 @@ func (c *ClosedLoop) P90Periods() float64 {
 	return c.PlanLatency.P90Ms / 1000 * c.RateHz
 }
 
-// certifiedAt reports whether c was driven at rateHz and k sampler steps;
+// CertifiedAt reports whether c was driven at rateHz and k sampler steps;
 // a calibration that did not record them (RateHz or StepsK zero) matches
 // any value of the one it lacks.
-func (c *ClosedLoop) certifiedAt(rateHz float64, k int) bool {
+func (c *ClosedLoop) CertifiedAt(rateHz float64, k int) bool {
 	rateOK := c.RateHz <= 0 || math.Abs(c.RateHz-rateHz) <= 1e-9*c.RateHz
 	return rateOK && (c.StepsK <= 0 || c.StepsK == k)
 }

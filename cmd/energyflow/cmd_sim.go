@@ -85,6 +85,7 @@ live view, and prints the viewer URL with its token.`)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	o.NoteGiven(fs) // a --bundle without --task or --rate runs what its stop was certified on
 	fail := func(err error) int { return report(env, "energyflow sim", err) }
 	root, err := harness.ProjectRoot()
 	if err != nil {
@@ -163,6 +164,7 @@ func cmdSimEval(ctx context.Context, env *cliEnv, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	o.NoteGiven(fs) // a --bundle without --task or --rate runs what its stop was certified on
 	root, err := harness.ProjectRoot()
 	if err == nil {
 		_, err = eval.Run(ctx, env.output(), root, &o)

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 )
 
@@ -104,6 +106,71 @@ type Flags struct {
 	CalibratedOn string
 	// Images reports whether the bundle takes camera images.
 	Images bool
+	// FromBundle says which of --task and --rate Prepare took from the
+	// bundle's calibration, as "task hammer, 20 Hz" ("": neither): a bundle
+	// given without them runs the task and the rate its stop was certified
+	// on (NoteGiven must have been called).
+	FromBundle string
+
+	given map[string]bool // the flags the command line set (NoteGiven)
+}
+
+// NoteGiven records which flags of fs the command line set (call it after
+// fs.Parse): Prepare then takes --task and --rate from the bundle's
+// calibration where they were not given. Without it they keep their values.
+func (f *Flags) NoteGiven(fs *flag.FlagSet) {
+	f.given = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+}
+
+// fromBundle sets the task and the control rate the bundle's stop was
+// certified on, where the command line gave neither and a bundle was named
+// (--bundle): the task of its closed-loop calibration, and its rate unless
+// the bundle is also certified at the default rate.
+func (f *Flags) fromBundle(m *engines.Manifest) {
+	if f.given == nil || f.Bundle == "" || m.Calibration == nil || m.Calibration.ClosedLoop == nil {
+		return
+	}
+	var took []string
+	cl := m.Calibration.ClosedLoop
+	if t := normTask(cl.Task); !f.given["task"] && t != "" && t != f.Task && slices.Contains(strings.Fields(simTasks), t) {
+		f.Task = t
+		took = append(took, "task "+t)
+	}
+	if r := f.certifiedRate(m); !f.given["rate"] && r > 0 {
+		f.Rate = r
+		took = append(took, strconv.FormatFloat(r, 'g', -1, 64)+" Hz")
+	}
+	f.FromBundle = strings.Join(took, ", ")
+}
+
+// certifiedRate is the control rate the closed-loop calibration of the
+// score the stop watches by default (state_energy with a state term, else
+// energy) was driven at, when none of them was driven at f.Rate and the
+// run's K; 0 when one was, or when the stop watches a score no closed-loop
+// calibration holds (its threshold does not depend on the rate).
+func (f *Flags) certifiedRate(m *engines.Manifest) float64 {
+	score := calibration.ScoreEnergy
+	if m.HasStateEnergy() {
+		score = calibration.ScoreStateEnergy
+	}
+	k := m.Sampler.Steps
+	if f.Steps != 0 {
+		k = f.Steps
+	}
+	rate := 0.0
+	for _, cl := range m.Calibration.ClosedLoops() {
+		if cl.Score != score {
+			continue
+		}
+		if cl.CertifiedAt(f.Rate, k) {
+			return 0
+		}
+		if rate == 0 && cl.RateHz > 0 {
+			rate = cl.RateHz
+		}
+	}
+	return rate
 }
 
 // Register defines the flags on fs.
@@ -129,10 +196,14 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 
-// WarnTask prints one line to w when the bundle's stop was calibrated on
+// WarnTask prints one line to w when Prepare took the task or the rate from
+// the bundle (FromBundle), and one when the bundle's stop was calibrated on
 // another task (Meta-World's tasks share the 39-wide observation, so the
 // width check cannot tell); cmd names the command.
 func (f *Flags) WarnTask(w io.Writer, cmd string) {
+	if f.FromBundle != "" {
+		fmt.Fprintf(w, "%s: %s from bundle %s, as its stop was certified (give --task or --rate to run another)\n", cmd, f.FromBundle, f.BundleDir)
+	}
 	if f.CalibratedOn != "" {
 		fmt.Fprintf(w, "%s: warning: bundle %s was calibrated on task %s, not %s: its stop will likely refuse to arm\n", cmd, f.BundleDir, f.CalibratedOn, f.Task)
 	}
@@ -247,8 +318,11 @@ func (f *Flags) Prepare(root string) error {
 		}
 		return err
 	}
-	f.CalibratedOn = ""
+	f.CalibratedOn, f.FromBundle = "", ""
 	m, err := ReadManifest(f.BundleDir)
+	if err == nil {
+		f.fromBundle(m)
+	}
 	if err == nil && m.Calibration != nil {
 		if cl := m.Calibration.ClosedLoop; cl != nil && cl.Task != "" && cl.Task != f.Task {
 			f.CalibratedOn = cl.Task

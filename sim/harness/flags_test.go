@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +200,53 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 	f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Cold: true, WarmSigma: 1}
 	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "--cold with --warm-sigma 1") {
 		t.Errorf("--cold with --warm-sigma: %v", err)
+	}
+}
+
+// TestPrepareTakesTaskAndRateFromTheBundle: a --bundle given without --task
+// or --rate runs the task and the rate its stop was certified on; a flag
+// the command line gave wins, and the default rate stays where the bundle
+// is also certified at it.
+func TestPrepareTakesTaskAndRateFromTheBundle(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		name, bundle string
+		args         []string
+		wantTask     string
+		wantRate     float64
+		wantFrom     string
+	}{
+		{"a 20 Hz camera bundle", "bundles/metaworld-hammer-camera", nil, "hammer", 20, "task hammer, 20 Hz"},
+		{"--task and --rate given", "bundles/metaworld-hammer-camera", []string{"--task", "hammer", "--rate", "10"}, "hammer", 10, ""},
+		{"--rate given", "bundles/metaworld-drawer-open-camera", []string{"--rate", "10"}, "drawer-open", 10, "task drawer-open"},
+		{"certified at the default rate too", "bundles/metaworld-button-press-camera", nil, "button-press", 10, ""},
+		{"a state bundle certified at 10 Hz too", "bundles/metaworld-assembly", nil, "assembly", 10, "task assembly"},
+		{"its closed loop is of a score the stop does not watch", "bundles/metaworld-drawer-open", nil, "drawer-open", 10, "task drawer-open"},
+		{"no --bundle: the flags' defaults", "", nil, "button-press", 10, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+			var f harness.Flags
+			f.Register(fs)
+			args := tc.args
+			if tc.bundle != "" {
+				args = append([]string{"--bundle", filepath.Join(root, tc.bundle)}, args...)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			f.NoteGiven(fs)
+			if err := f.Prepare(root); err != nil {
+				t.Fatal(err)
+			}
+			if f.Task != tc.wantTask || f.Rate != tc.wantRate || f.FromBundle != tc.wantFrom {
+				t.Errorf("task %s, %g Hz, from the bundle %q; want %s, %g Hz, %q", f.Task, f.Rate, f.FromBundle, tc.wantTask, tc.wantRate, tc.wantFrom)
+			}
+			var out strings.Builder
+			f.WarnTask(&out, "energyflow sim")
+			if (tc.wantFrom != "") != strings.Contains(out.String(), "as its stop was certified") || strings.Contains(out.String(), "was calibrated on task") {
+				t.Errorf("WarnTask printed %q", out.String())
+			}
+		})
 	}
 }
