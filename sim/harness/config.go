@@ -61,7 +61,9 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Safety.Watchdog.CameraMoved = f.CameraMoved
 	// Something new in view (sim eval --fault object, drawn into the
 	// camera's frames): colours no demonstration showed.
-	c.Safety.Watchdog.CameraUnseen = f.CameraUnseen
+	if f.Palette || f.given["camera-unseen"] {
+		c.Safety.Watchdog.CameraUnseen = f.CameraUnseen // given for a bundle without a palette: the runtime says it watches nothing
+	}
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
 	c.Safety.Watchdog.ScoreMaxAge = time.Duration(float64(time.Second) * 3 / f.Rate)
 	c.Safety.Watchdog.InferenceDeadline = 2 * time.Second

@@ -104,8 +104,10 @@ type Flags struct {
 	// on, when that is not --task: a bundle of another task usually never
 	// arms, its state score refusing the scene.
 	CalibratedOn string
-	// Images reports whether the bundle takes camera images.
-	Images bool
+	// Images reports whether the bundle takes camera images, Palette
+	// whether one of them carries the colours its demonstrations showed
+	// (the unseen-colour check's).
+	Images, Palette bool
 	// FromBundle says which of --task and --rate Prepare took from the
 	// bundle's calibration, as "task hammer, 20 Hz" ("": neither): a bundle
 	// given without them runs the task and the rate its stop was certified
@@ -329,6 +331,7 @@ func (f *Flags) Prepare(root string) error {
 		}
 	}
 	f.Images = err == nil && slices.ContainsFunc(m.Obs, func(o engines.ObsSpec) bool { return o.Kind == engines.ObsImage })
+	f.Palette = err == nil && slices.ContainsFunc(m.Obs, func(o engines.ObsSpec) bool { return o.Palette != nil })
 	if err == nil && f.CameraName == "" {
 		// the camera is part of the bundle: render the one it was trained on, at its size
 		for _, o := range m.Obs {

@@ -250,3 +250,39 @@ func TestPrepareTakesTaskAndRateFromTheBundle(t *testing.T) {
 		})
 	}
 }
+
+// TestUnseenCheckOnlyWithAPalette: sim sets safety.watchdog.camera_unseen
+// for a bundle whose image carries a palette; for one without, only when
+// --camera-unseen is given (the runtime then says it watches nothing).
+func TestUnseenCheckOnlyWithAPalette(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		name, bundle string
+		args         []string
+		want         int
+	}{
+		{"a palette", "bundles/metaworld-button-press-camera", nil, harness.DefaultCameraUnseen},
+		{"no palette", "bundles/metaworld-hammer-camera", nil, 0},
+		{"no palette, the flag given", "bundles/metaworld-hammer-camera", []string{"--camera-unseen", "4"}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+			var f harness.Flags
+			f.Register(fs)
+			if err := fs.Parse(append([]string{"--bundle", filepath.Join(root, tc.bundle)}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			f.NoteGiven(fs)
+			if err := f.Prepare(root); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.RuntimeConfig(root, &harness.Bridge{Modbus: "127.0.0.1:5020", HTTP: "127.0.0.1:8090"}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Safety.Watchdog.CameraUnseen; got != tc.want {
+				t.Errorf("camera_unseen %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
