@@ -122,6 +122,7 @@ class _Feed:
         self.encode_s = 0.0
         self.rendered_at = 0.0  # time.monotonic() of the last render
         self.clients = 0
+        self.pending = False  # a render is scheduled (Bridge._render_later)
 
     def headers(self) -> dict:
         return {"X-Timestamp": f"{self.ts:.6f}", "X-Frame": str(self.seq), "X-Step": str(self.step)}
@@ -353,7 +354,27 @@ class Bridge:
         v = self.view
         # a quarter period of slack: steps at the cap's rate, with jitter, are all rendered
         if v is not None and (force_view or v.clients > 0 and time.monotonic() - v.rendered_at >= 0.75 * self.view_period):
-            self._render_feed(v)
+            self._render_later(v)
+
+    def _render_later(self, feed: _Feed) -> None:
+        """Render feed on the event loop's next turn, once the policy's frame and the command's
+        reply have gone out (now, without a running loop). The display view is rendered after
+        the step that the policy's frame shows: rendered in between, it held that frame and the
+        reply back by its render (research/camera/demo-view)."""
+        if feed.pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._render_feed(feed)
+            return
+        feed.pending = True
+
+        def render() -> None:
+            feed.pending = False
+            self._render_feed(feed)
+
+        loop.call_soon(render)
 
     def _render_feed(self, feed: _Feed) -> None:
         img = self.world.render(feed.size)
@@ -389,7 +410,9 @@ class Bridge:
         self._prev_pos = None
         self._pending = False
         self._publish_obs()
-        self._render(force_view=True)
+        # the view shows the new scene at once to whoever watches it; with nobody watching it is
+        # not rendered (a client that connects gets a fresh render), as on every step
+        self._render(force_view=self.view is not None and self.view.clients > 0)
         log.info("reset task=%s level=%s seed=%s", self.world.task, self.world.level, self.world.seed)
         return self.episode_info()
 
