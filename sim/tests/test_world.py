@@ -127,23 +127,25 @@ def test_camera_faults_change_the_frames_only(kind):
     w.close()
 
 
+def _frames_and_obs(w: World, pol, n: int) -> tuple[list, list]:
+    """n expert steps from the current state: each step's frame and observation."""
+    frames, obs = [], []
+    for _ in range(n):
+        w.step(pol.get_action(w.obs))
+        frames.append(w.render())
+        obs.append(w.obs.copy())
+    return frames, obs
+
+
 def test_object_fault_is_seen_by_the_camera_and_not_simulated():
     from sim.world import OBJ2, Fault
 
     w = World("button-press", camera_size=(64, 64), camera_name="topview")
     pol = expert_policy("button-press")
     w.reset(seed=3)
-    clean_frames, clean_obs = [], []
-    for _ in range(12):
-        w.step(pol.get_action(w.obs))
-        clean_frames.append(w.render())
-        clean_obs.append(w.obs.copy())
+    clean_frames, clean_obs = _frames_and_obs(w, pol, 12)
     w.reset(seed=3, fault=Fault("object", 6))
-    frames, obs = [], []
-    for _ in range(12):
-        w.step(pol.get_action(w.obs))
-        frames.append(w.render())
-        obs.append(w.obs.copy())
+    frames, obs = _frames_and_obs(w, pol, 12)
     for i in range(5):                                        # before the onset: the scene
         np.testing.assert_array_equal(frames[i], clean_frames[i])
         np.testing.assert_array_equal(obs[i], clean_obs[i])
@@ -166,17 +168,9 @@ def test_object_fault_on_hammer_keeps_the_nail_and_shows_the_box():
     w = World("hammer", camera_size=(64, 64), camera_name="topview")
     pol = expert_policy("hammer")
     w.reset(seed=3)
-    clean_frames, clean_obs = [], []
-    for _ in range(10):
-        w.step(pol.get_action(w.obs))
-        clean_frames.append(w.render())
-        clean_obs.append(w.obs.copy())
+    clean_frames, clean_obs = _frames_and_obs(w, pol, 10)
     w.reset(seed=3, fault=Fault("object", 4))
-    frames, obs = [], []
-    for _ in range(10):
-        w.step(pol.get_action(w.obs))
-        frames.append(w.render())
-        obs.append(w.obs.copy())
+    frames, obs = _frames_and_obs(w, pol, 10)
     np.testing.assert_array_equal(np.array(obs), np.array(clean_obs))  # the slot keeps the nail
     assert np.abs(clean_obs[-1][OBJ2][:3]).sum() > 0
     for f, c in zip(frames[3:], clean_frames[3:]):            # the camera sees the box
