@@ -137,15 +137,23 @@ def _frames_and_obs(w: World, pol, n: int) -> tuple[list, list]:
     return frames, obs
 
 
-def test_object_fault_is_seen_by_the_camera_and_not_simulated():
-    from sim.world import OBJ2, Fault
+def _object_rollouts(task: str, onset: int, n: int):
+    """The top view's world for task, its expert, and n steps of seed 3 without and with the
+    object fault from step onset: (w, pol, (clean frames, clean obs), (frames, obs))."""
+    from sim.world import Fault
 
-    w = World("button-press", camera_size=(64, 64), camera_name="topview")
-    pol = expert_policy("button-press")
+    w = World(task, camera_size=(64, 64), camera_name="topview")
+    pol = expert_policy(task)
     w.reset(seed=3)
-    clean_frames, clean_obs = _frames_and_obs(w, pol, 12)
-    w.reset(seed=3, fault=Fault("object", 6))
-    frames, obs = _frames_and_obs(w, pol, 12)
+    clean = _frames_and_obs(w, pol, n)
+    w.reset(seed=3, fault=Fault("object", onset))
+    return w, pol, clean, _frames_and_obs(w, pol, n)
+
+
+def test_object_fault_is_seen_by_the_camera_and_not_simulated():
+    from sim.world import OBJ2
+
+    w, pol, (clean_frames, clean_obs), (frames, obs) = _object_rollouts("button-press", 6, 12)
     for i in range(5):                                        # before the onset: the scene
         np.testing.assert_array_equal(frames[i], clean_frames[i])
         np.testing.assert_array_equal(obs[i], clean_obs[i])
@@ -163,14 +171,9 @@ def test_object_fault_is_seen_by_the_camera_and_not_simulated():
 
 
 def test_object_fault_on_hammer_keeps_the_nail_and_shows_the_box():
-    from sim.world import OBJ2, Fault
+    from sim.world import OBJ2
 
-    w = World("hammer", camera_size=(64, 64), camera_name="topview")
-    pol = expert_policy("hammer")
-    w.reset(seed=3)
-    clean_frames, clean_obs = _frames_and_obs(w, pol, 10)
-    w.reset(seed=3, fault=Fault("object", 4))
-    frames, obs = _frames_and_obs(w, pol, 10)
+    w, _, (clean_frames, clean_obs), (frames, obs) = _object_rollouts("hammer", 4, 10)
     np.testing.assert_array_equal(np.array(obs), np.array(clean_obs))  # the slot keeps the nail
     assert np.abs(clean_obs[-1][OBJ2][:3]).sum() > 0
     for f, c in zip(frames[3:], clean_frames[3:]):            # the camera sees the box
