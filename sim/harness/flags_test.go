@@ -203,6 +203,26 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 	}
 }
 
+// prepared parses args (after --bundle root/bundle, unless bundle is "") as
+// a command line does, notes the flags given and prepares them.
+func prepared(t *testing.T, root, bundle string, args ...string) *harness.Flags {
+	t.Helper()
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	f := new(harness.Flags)
+	f.Register(fs)
+	if bundle != "" {
+		args = append([]string{"--bundle", filepath.Join(root, bundle)}, args...)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	f.NoteGiven(fs)
+	if err := f.Prepare(root); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestPrepareTakesTaskAndRateFromTheBundle: a --bundle given without --task
 // or --rate runs the task and the rate its stop was certified on; a flag
 // the command line gave wins, and the default rate stays where the bundle
@@ -225,20 +245,7 @@ func TestPrepareTakesTaskAndRateFromTheBundle(t *testing.T) {
 		{"no --bundle: the flags' defaults", "", nil, "button-press", 10, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-			var f harness.Flags
-			f.Register(fs)
-			args := tc.args
-			if tc.bundle != "" {
-				args = append([]string{"--bundle", filepath.Join(root, tc.bundle)}, args...)
-			}
-			if err := fs.Parse(args); err != nil {
-				t.Fatal(err)
-			}
-			f.NoteGiven(fs)
-			if err := f.Prepare(root); err != nil {
-				t.Fatal(err)
-			}
+			f := prepared(t, root, tc.bundle, tc.args...)
 			if f.Task != tc.wantTask || f.Rate != tc.wantRate || f.FromBundle != tc.wantFrom {
 				t.Errorf("task %s, %g Hz, from the bundle %q; want %s, %g Hz, %q", f.Task, f.Rate, f.FromBundle, tc.wantTask, tc.wantRate, tc.wantFrom)
 			}
@@ -266,16 +273,7 @@ func TestUnseenCheckOnlyWithAPalette(t *testing.T) {
 		{"no palette, the flag given", "bundles/metaworld-hammer-camera", []string{"--camera-unseen", "4"}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-			var f harness.Flags
-			f.Register(fs)
-			if err := fs.Parse(append([]string{"--bundle", filepath.Join(root, tc.bundle)}, tc.args...)); err != nil {
-				t.Fatal(err)
-			}
-			f.NoteGiven(fs)
-			if err := f.Prepare(root); err != nil {
-				t.Fatal(err)
-			}
+			f := prepared(t, root, tc.bundle, tc.args...)
 			cfg, err := f.RuntimeConfig(root, &harness.Bridge{Modbus: "127.0.0.1:5020", HTTP: "127.0.0.1:8090"}, "")
 			if err != nil {
 				t.Fatal(err)

@@ -213,3 +213,24 @@ def test_zero_state_fault_zeroes_the_arm_reading_only():
     obs = w.reset(seed=3)                                          # one episode only
     assert w.fault is None and np.all(obs[ARM_STATE] != 0)
     w.close()
+
+
+def test_a_display_view_render_leaves_the_policy_frames_alone():
+    """The bridge renders a larger display view of the same camera between steps
+    (research/camera/demo-view): the policy's frames are the same with or without it."""
+    def frames(view: bool) -> np.ndarray:
+        w = World("hammer", camera_size=(48, 48), camera_name="topview")
+        pol = expert_policy("hammer")
+        out = []
+        for ep in range(2):
+            w.reset(seed=5 + ep)
+            out.append(w.render())
+            for _ in range(8):
+                if view:
+                    w.render((160, 160))
+                w.step(pol.get_action(w.obs))
+                out.append(w.render())
+        w.close()
+        return np.array(out)
+
+    np.testing.assert_array_equal(frames(True), frames(False))
