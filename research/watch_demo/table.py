@@ -30,13 +30,19 @@ def row(s: dict, run: str) -> str:
         check.append(f"moving again {v['level_0_again']['moving_after_s']:.1f} s after the click")
     # the bundle, where the summary names it (runs before it did used the task's state bundle)
     bundle = s.get("bundle") or f"metaworld-{s['task']}"
-    return (f"| {run} | {bundle} | {s['minutes']:g} min, {s['busy_loops']} busy loops | {v['frames_decoded']} ({v['fps']:.1f}/s) "
-            f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {'; '.join(check) or '–'} |")
+    # Every run before stop 70 ran its browser as root, free to raise its
+    # own priority (scripts/watch_demo.sh); those summaries lack the key.
+    browser = "root's browser" if s.get("browser_may_raise_priority", True) else "user's browser"
+    t = s.get("ticks")
+    late = f"{t['overruns']}/{t['ticks']}" if t else "–"
+    return (f"| {run} | {bundle} | {s['minutes']:g} min, {s['busy_loops']} busy loops, {browser} | {v['frames_decoded']} ({v['fps']:.1f}/s) "
+            f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {late} | {'; '.join(check) or '–'} |")
 
 
 def table(paths: Sequence[Path]) -> List[str]:
-    out = ["| run | bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched | level check (page) |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| run | bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched "
+           "| ticks past their deadline | level check (page) |",
+           "|---|---|---|---|---|---|---|---|"]
     for p in paths:
         out.append(row(json.loads(Path(p).read_text()), Path(p).stem))
     return out

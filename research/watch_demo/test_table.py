@@ -14,7 +14,7 @@ def test_table_row_from_a_summary(tmp_path):
     p.write_text(json.dumps(s))
     head, rule, r = table([p])
     assert head.startswith("| run | bundle |") and rule.startswith("|---")
-    assert "| bp | metaworld-button-press | 30 min, 0 busy loops | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** |" in r
+    assert "| bp | metaworld-button-press | 30 min, 0 busy loops, root's browser | 17000 (9.6/s) | 200/200 [98.1–100.0 %] | **0** | – |" in r
     assert "L stopped after 1.1 s; moving again 1.2 s after the click" in r
 
 
@@ -25,7 +25,18 @@ def test_table_names_the_bundle_the_demo_ran(tmp_path):
          "stops_while_watched": 0, "stops": []}
     p = tmp_path / "cam.json"
     p.write_text(json.dumps(s))
-    assert table([p])[2].startswith("| cam | metaworld-button-press-camera | 30 min, 0 busy loops |")
+    assert table([p])[2].startswith("| cam | metaworld-button-press-camera | 30 min, 0 busy loops, root's browser |")
+
+
+def test_a_run_with_a_users_browser_and_its_late_ticks(tmp_path):
+    s = {"task": "hammer", "bundle": "metaworld-hammer-camera", "minutes": 1, "busy_loops": 0,
+         "browser_may_raise_priority": False, "ticks": {"ticks": 1200, "overruns": 3},
+         "viewer": {"frames_decoded": 500, "fps": 8.3},
+         "episodes_level0": 12, "successes": 12, "success_ci95": [0.758, 1.0],
+         "stops_while_watched": 0, "stops": []}
+    p = tmp_path / "hc.json"
+    p.write_text(json.dumps(s))
+    assert "| hc | metaworld-hammer-camera | 1 min, 0 busy loops, user's browser | 500 (8.3/s) | 12/12 [75.8–100.0 %] | **0** | 3/1200 | – |" in table([p])[2]
 
 
 def test_a_level_check_on_a_latched_stop_is_not_a_measurement(tmp_path):
