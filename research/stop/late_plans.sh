@@ -6,12 +6,14 @@
 #
 #   research/stop/late_plans.sh --out DIR [--task assembly] [--loads "0 1 4"]
 #                               [--episodes 30] [--seed 150000] [--rate 10] [--nice "0 10"]
+#                               [--bundle B]
 #
 # For each N in --loads and each niceness in --nice (default 0): start N
 # loops (`python3 -c 'while True: pass'`, under `nice -n` that niceness:
 # the runtime and the simulator keep niceness 0, so 10 stands for a runtime
 # given priority over the host's other work, as deploy/energyflow.service's
-# Nice=-10 does), run `energyflow sim eval` on the shipped bundle
+# Nice=-10 does), run `energyflow sim eval` on the shipped bundle (the
+# task's state bundle, or --bundle B)
 # (DIR/<task>_load<N>.json and .txt, DIR/<task>_load<N>_nice<M>.json for a
 # niceness M other than 0), stop the loops. Every load uses the same seeds. Then print one row
 # per load: the cell's inference p50/p90, the p90 in control periods against
@@ -22,7 +24,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-out=""; task=assembly; loads="0 1 4"; episodes=30; seed=150000; rate=10; nices=0
+out=""; task=assembly; loads="0 1 4"; episodes=30; seed=150000; rate=10; nices=0; bundle=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -32,10 +34,13 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --nice) nices=$2; shift 2 ;;
+    --bundle) bundle=$2; shift 2 ;;
     *) echo "late_plans.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || { echo "late_plans.sh: --out DIR is required" >&2; exit 2; }
+bundle=${bundle:-bundles/metaworld-$task}
+[ -f "$bundle/manifest.json" ] || { echo "late_plans.sh: --bundle $bundle: no manifest.json there" >&2; exit 2; }
 for n in $loads; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "late_plans.sh: --loads \"$loads\": $n is not a count of loops" >&2; exit 2; }
 done
@@ -61,7 +66,7 @@ for n in $loads; do
       pids+=($!)
     done
     echo "run    $task, $n busy loops at niceness $m, seeds $seed-$((seed + episodes - 1)) at $rate Hz"
-    ./bin/energyflow sim eval --task "$task" --bundle "bundles/metaworld-$task" --level 0 --episodes "$episodes" \
+    ./bin/energyflow sim eval --task "$task" --bundle "$bundle" --level 0 --episodes "$episodes" \
       --seed "$seed" --rate "$rate" --max-steps 500 --json "$base.json.tmp" > "$base.txt" 2> "$base.log" || {
         echo "late_plans.sh: $task with $n loops failed, see $base.log" >&2; tail -n 5 "$base.log" >&2; exit 1; }
     stop_loops
