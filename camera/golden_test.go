@@ -315,3 +315,40 @@ func TestPreprocessRejectsInconsistentRGB(t *testing.T) {
 		t.Error("short tensor accepted")
 	}
 }
+
+// TestFramesRuntimeGolden pins what the camera loop decodes from the
+// replay test frames (testdata/frames, 4:2:0 JPEG) to
+// testdata/frames_runtime.rgb: the frames one after another, raw RGB. The
+// training toolkit's palette decodes demonstration frames as the runtime
+// does and checks itself against this file (training/tests/test_palette.py).
+// UPDATE_GOLDEN=1 rewrites it.
+func TestFramesRuntimeGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "frames", "*.jpg"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("test frames: %v (%d files)", err, len(files))
+	}
+	var got []byte
+	var rgb RGB
+	var dec JPEGDecoder
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Frame{Format: FormatMJPEG, Data: b}
+		if err := ToRGB(&rgb, &f, &dec, RangeLimited); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got = append(got, rgb.Pix[:3*rgb.Width*rgb.Height]...)
+	}
+	golden := filepath.Join("testdata", "frames_runtime.rgb")
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := readFile(t, "frames_runtime.rgb")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("decoded test frames (%d bytes) differ from %s (%d bytes)", len(got), golden, len(want))
+	}
+}

@@ -123,6 +123,25 @@ type Manifest struct {
 	// StateEnergy is the optional state term (nil: the bundle has none and
 	// works exactly as without the key).
 	StateEnergy *StateEnergySpec `json:"state_energy,omitempty"`
+	// WatchCamera is an optional second fixed camera that the policy does
+	// not read and the stop watches (nil: none).
+	WatchCamera *WatchCameraSpec `json:"watch_camera,omitempty"`
+}
+
+// WatchCameraSpec is the manifest's optional "watch_camera" block, written
+// by the toolkit's `python -m energyflow.palette --watch` (docs/bundle.md):
+// a second fixed camera, mounted where it sees what the policy's own camera
+// cannot (a top view looks down on the arm, which hides what lies beside
+// the hand). No graph reads it. The runtime counts each of its frames'
+// pixels outside Palette for the unseen-colour stop (safety
+// watchdog.camera_unseen) and holds it to the camera watchdog, as it does
+// the policy's camera.
+type WatchCameraSpec struct {
+	// Camera is the camera its demonstration frames were recorded with; the
+	// runtime's camera_watch must name it and deliver frames of its size.
+	Camera CameraSpec `json:"camera"`
+	// Palette is the colours those frames showed.
+	Palette Palette `json:"palette"`
 }
 
 // StateEnergySpec is the manifest's optional "state_energy" block, written
@@ -204,6 +223,11 @@ type Palette struct {
 	Grow int `json:"grow"`
 	// Frames is how many demonstration frames it was built from.
 	Frames int `json:"frames"`
+	// Decoded says whose decoding of the frames it was built from:
+	// "runtime" (the JPEG frames as the camera sent them, decoded as
+	// camera.ToRGB decodes them) or "recorder" (the recorded pixels; ""
+	// in palettes written before the field). Informational.
+	Decoded string `json:"decoded,omitempty"`
 	// HeldOut is its reading on demonstration frames it was not built
 	// from: how many, and the most unseen pixels in any one of them.
 	HeldOut struct {
@@ -466,6 +490,7 @@ func (m *Manifest) validate(file string) error {
 	m.validateReferences(p)
 	m.validateGraphs(p)
 	m.validateStateEnergy(p)
+	m.validateWatchCamera(p)
 	m.validateCalibration(p)
 	m.validateFiles(p)
 	return joinProblems(p.errs)
@@ -992,6 +1017,24 @@ func shapeEqual(a, b []int64) bool {
 
 func isNaN32(v float32) bool { return v != v }
 func isInf32(v float32) bool { return math.IsInf(float64(v), 0) }
+
+// validateWatchCamera checks the optional second camera: a named camera of
+// a size > 0, another than the policy's own, and its palette.
+func (m *Manifest) validateWatchCamera(p *problems) {
+	w := m.WatchCamera
+	if w == nil {
+		return
+	}
+	if c := w.Camera; c.Name == "" || c.Width <= 0 || c.Height <= 0 {
+		p.add("watch_camera.camera", "got name %q, %d×%d, expected a name and a frame size > 0", c.Name, c.Width, c.Height)
+	}
+	for i, o := range m.Obs {
+		if o.Kind == ObsImage && o.Camera != nil && o.Camera.Name == w.Camera.Name {
+			p.add("watch_camera.camera.name", "%q is obs[%d]'s camera, expected a second camera (the policy's own is watched through its palette)", w.Camera.Name, i)
+		}
+	}
+	checkPalette(p, "watch_camera.palette", &w.Palette)
+}
 
 // checkPalette checks an image input's palette: levels a power of two from
 // 2 to 64, its cells exactly Levels³/8 bytes of base64.

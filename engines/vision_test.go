@@ -195,3 +195,64 @@ func TestVisionBundlePalette(t *testing.T) {
 		})
 	}
 }
+
+// A watch camera (a second camera only the stop reads) is read and checked:
+// a named camera of a size > 0, not the policy's own, and a valid palette.
+func TestVisionBundleWatchCamera(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(writeVisionBundle(t), "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	palette := map[string]any{"levels": 16, "seen": cells(512), "frames": 100}
+	cam := func(name string, w, h int) map[string]any {
+		return map[string]any{"name": name, "width": w, "height": h}
+	}
+	for _, tc := range []struct {
+		name     string
+		watch    map[string]any
+		ownCam   string // the image input's camera name ("": none)
+		wantErrs []string
+	}{
+		{"valid", map[string]any{"camera": cam("corner", 96, 96), "palette": palette}, "topview", nil},
+		{"no size", map[string]any{"camera": cam("corner", 0, 96), "palette": palette}, "", []string{`"watch_camera.camera"`}},
+		{"no name", map[string]any{"camera": cam("", 96, 96), "palette": palette}, "", []string{`"watch_camera.camera"`}},
+		{"the policy's own", map[string]any{"camera": cam("topview", 96, 96), "palette": palette}, "topview", []string{`"watch_camera.camera.name"`}},
+		{"bad palette", map[string]any{"camera": cam("corner", 96, 96), "palette": map[string]any{"levels": 16, "seen": cells(3), "frames": 1}}, "", []string{`"watch_camera.palette.seen"`}},
+		{"no palette", map[string]any{"camera": cam("corner", 96, 96)}, "", []string{`"watch_camera.palette.levels"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["watch_camera"] = tc.watch
+			if tc.ownCam != "" {
+				for _, o := range m["obs"].([]any) {
+					if o.(map[string]any)["kind"] == "image" {
+						o.(map[string]any)["camera"] = cam(tc.ownCam, 8, 8)
+					}
+				}
+			}
+			out, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			man, err := engines.ParseManifest("manifest.json", out)
+			if len(tc.wantErrs) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if w := man.WatchCamera; w == nil || w.Camera.Name != "corner" || w.Palette.Levels != 16 {
+					t.Fatalf("watch camera not read: %+v", w)
+				}
+				return
+			}
+			for _, w := range tc.wantErrs {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %v does not name %s", err, w)
+				}
+			}
+		})
+	}
+}

@@ -86,6 +86,7 @@ type App struct {
 	palette    *camera.Palette
 	camUnseen  atomic.Int64
 	unseenPrev int
+	watchCam   *watchCam  // the bundle's watch camera (camera_watch); nil: none
 	vision     visionSet  // one pipeline per image input; nil for a state-only bundle
 	stages     StageTimes // the control path's stage latencies (camera reader, vision, loop, gate's writes)
 	tel        *telemetry.Server
@@ -123,6 +124,9 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	if err = checkImageConfig(cfg, a.bundle); err != nil {
+		return nil, err
+	}
+	if err = checkWatchCamera(cfg, a.bundle, log); err != nil {
 		return nil, err
 	}
 	switch cfg.Policy.Backend {
@@ -237,6 +241,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		}
 		a.closers = append(a.closers, a.cam.Close)
 	}
+	if a.watchCam, err = openWatchCamera(cfg, &a.bundle.Manifest, log.With("part", "watch-camera")); err != nil {
+		return nil, err
+	}
+	if a.watchCam != nil {
+		a.closers = append(a.closers, a.watchCam.src.Close)
+	}
 
 	if cfg.Recording.Enabled {
 		a.rec = newRecorder(cfg, &a.bundle.Manifest, log.With("part", "recording"))
@@ -303,9 +313,12 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 				if a.palette, err = imagePalette(&a.bundle.Manifest); err != nil {
 					return nil, fmt.Errorf("safety.watchdog.camera_unseen: %w", err)
 				}
-				if a.palette == nil {
+				switch {
+				case a.palette == nil && cfg.CameraWatch.Enabled && a.bundle.Manifest.WatchCamera != nil:
+					log.Info("the bundle's image input has no palette: the unseen-colour check reads the watch camera alone", "bundle", a.bundle.Manifest.Name)
+				case a.palette == nil:
 					log.Warn("safety.watchdog.camera_unseen is set, but the bundle's image input has no palette (python -m energyflow.palette writes one): something new in view is not watched", "bundle", a.bundle.Manifest.Name)
-				} else {
+				default:
 					deps.CameraUnseen = func() int {
 						if a.viewRebase.Load() != 0 {
 							return 0 // a new scene: its frames are not in yet
@@ -319,6 +332,37 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 			if a.view != nil || a.palette != nil {
 				deps.SceneReplaced = func() { a.viewRebase.Store(time.Now().UnixNano()) }
 			}
+		}
+	}
+	if w := a.watchCam; w != nil {
+		// The watchdog reads the older frame of the two cameras and the
+		// larger unseen count.
+		own := deps.CameraTime
+		deps.CameraTime = func() time.Time {
+			t := w.Time()
+			if own != nil {
+				if o := own(); o.IsZero() || o.Before(t) {
+					t = o
+				}
+			}
+			return t
+		}
+		if w.palette != nil {
+			ownUnseen := deps.CameraUnseen
+			deps.CameraUnseen = func() int {
+				n := w.Unseen()
+				if ownUnseen != nil {
+					n = max(n, ownUnseen())
+				}
+				return n
+			}
+		}
+		ownReplaced := deps.SceneReplaced
+		deps.SceneReplaced = func() {
+			if ownReplaced != nil {
+				ownReplaced()
+			}
+			w.SceneReplaced()
 		}
 	}
 	if a.loop, err = NewLoop(deps); err != nil {
@@ -657,6 +701,10 @@ func (a *App) Run(ctx context.Context) error {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.viewLoop(rctx) }()
 	}
+	if a.watchCam != nil {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.watchCam.run(rctx) }()
+	}
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.forwardEvents(rctx) }()
 	err := a.loop.Run(ctx)
@@ -985,5 +1033,8 @@ func imagePalette(m *engines.Manifest) (*camera.Palette, error) {
 }
 
 // WatchesUnseen reports whether the unseen-colour check runs (safety
-// watchdog.camera_unseen set and the bundle's image input has a palette).
-func (a *App) WatchesUnseen() bool { return a.palette != nil }
+// watchdog.camera_unseen set, and the bundle's image input has a palette or
+// its watch camera is on).
+func (a *App) WatchesUnseen() bool {
+	return a.palette != nil || a.watchCam != nil && a.watchCam.palette != nil
+}

@@ -19,16 +19,20 @@ import (
 // docs/config.md with a commented example from `energyflow config example`.
 // Unknown keys are rejected. The running loop works on a frozen copy.
 type Config struct {
-	Robot     RobotConfig     `yaml:"robot"`
-	Camera    CameraConfig    `yaml:"camera"`
-	Policy    PolicyConfig    `yaml:"policy"`
-	Safety    safety.Config   `yaml:"safety"`
-	Telemetry TelemetryConfig `yaml:"telemetry"`
-	Loop      LoopConfig      `yaml:"loop"`
-	Recording RecordingConfig `yaml:"recording"`
-	Log       LogConfig       `yaml:"log"`
-	file      string          // where it was loaded from
-	lines     map[string]int  // key → line, for later errors
+	Robot  RobotConfig  `yaml:"robot"`
+	Camera CameraConfig `yaml:"camera"`
+	// CameraWatch is the bundle's watch camera (engines.WatchCameraSpec):
+	// a second fixed camera the stop reads and the policy does not. Off
+	// by default.
+	CameraWatch CameraConfig    `yaml:"camera_watch"`
+	Policy      PolicyConfig    `yaml:"policy"`
+	Safety      safety.Config   `yaml:"safety"`
+	Telemetry   TelemetryConfig `yaml:"telemetry"`
+	Loop        LoopConfig      `yaml:"loop"`
+	Recording   RecordingConfig `yaml:"recording"`
+	Log         LogConfig       `yaml:"log"`
+	file        string          // where it was loaded from
+	lines       map[string]int  // key → line, for later errors
 }
 
 // RobotConfig is the arm: the Modbus connection and register map
@@ -178,14 +182,15 @@ type LogConfig struct {
 // DefaultConfig returns the defaults every file is decoded over.
 func DefaultConfig() Config {
 	return Config{
-		Robot:     RobotConfig{Config: actuators.DefaultConfig(), State: []string{"observation"}},
-		Camera:    CameraConfig{Enabled: true, Config: camera.DefaultConfig()},
-		Policy:    PolicyConfig{Backend: "ort"},
-		Safety:    safety.DefaultConfig(),
-		Telemetry: TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
-		Loop:      LoopConfig{RateHz: 10, ReplanMargin: 2, Bridge: BridgeTail, Chunking: ChunkingConfig{Mode: "off", Strength: 1, Soft: -1}},
-		Recording: RecordingConfig{Dir: "~/.local/share/energyflow/recordings", MaxSteps: 1000},
-		Log:       LogConfig{Level: "info", Format: "text"},
+		Robot:       RobotConfig{Config: actuators.DefaultConfig(), State: []string{"observation"}},
+		Camera:      CameraConfig{Enabled: true, Config: camera.DefaultConfig()},
+		CameraWatch: CameraConfig{Config: camera.DefaultConfig()},
+		Policy:      PolicyConfig{Backend: "ort"},
+		Safety:      safety.DefaultConfig(),
+		Telemetry:   TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
+		Loop:        LoopConfig{RateHz: 10, ReplanMargin: 2, Bridge: BridgeTail, Chunking: ChunkingConfig{Mode: "off", Strength: 1, Soft: -1}},
+		Recording:   RecordingConfig{Dir: "~/.local/share/energyflow/recordings", MaxSteps: 1000},
+		Log:         LogConfig{Level: "info", Format: "text"},
 	}
 }
 
@@ -258,6 +263,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Camera.Enabled {
 		add("camera", c.Camera.Config.Validate())
+	}
+	if c.CameraWatch.Enabled {
+		add("camera_watch", c.CameraWatch.Config.Validate())
 	}
 	switch {
 	case c.Policy.Bundle == "":

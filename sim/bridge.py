@@ -2,7 +2,7 @@
 
     python -m sim.bridge --task button-press --map examples/maps/metaworld.yaml \
         --modbus 127.0.0.1:5020 --http 127.0.0.1:8090 [--lockstep | --rate 10] \
-        [--camera-size 96x96 | --no-camera] [--seed 0] [--level 0] [--auto-reset]
+        [--camera-size 96x96 | --no-camera] [--watch-camera NAME] [--seed 0] [--level 0] [--auto-reset]
 
 * Modbus TCP server (pymodbus) serving exactly the register map file.
   A *command* is a write that changes the heartbeat register; each command
@@ -18,6 +18,8 @@
 * HTTP: MJPEG at /stream and /snapshot.jpg (X-Timestamp = capture time),
   with --view-size WxH a display view of the same camera at /view (MJPEG,
   rendered only while a client watches, at most --view-fps frames a second),
+  with --watch-camera NAME a second camera of the scene at /watch (MJPEG,
+  every step: a watch camera the stop reads, docs/safety.md),
   episode control for harnesses (/episode, /episode/reset, /episode/level,
   /tasks, /levels).  See docs/sim.md.
 
@@ -112,8 +114,9 @@ class _Feed:
     """One camera feed served as MJPEG: the newest JPEG with its capture time, sequence
     number and step, and an event that is set (and replaced) when a new frame arrives."""
 
-    def __init__(self, size: tuple[int, int] | None = None):
+    def __init__(self, size: tuple[int, int] | None = None, camera: str | None = None):
         self.size = size  # (width, height) rendered; None = the world's camera size
+        self.camera = camera  # the scene's camera rendered; None = the world's (the policy's)
         self.frame: bytes | None = None
         self.ts = 0.0
         self.seq = 0
@@ -132,7 +135,8 @@ class Bridge:
     def __init__(self, world: World, regmap: RegisterMap, lockstep: bool = True, rate: float = 10.0,
                  jpeg_quality: int = 90, auto_reset: bool = False, auto_reset_hold: int = 20,
                  stream_resend: float = 1.0, heartbeat_timeout: float | None = None,
-                 view_size: tuple[int, int] | None = None, view_fps: float = 10.0):
+                 view_size: tuple[int, int] | None = None, view_fps: float = 10.0,
+                 watch_camera: str | None = None):
         self.world = world
         self.map = regmap
         self.lockstep = lockstep
@@ -163,6 +167,9 @@ class Bridge:
         self.cam = _Feed()
         self.view = _Feed(view_size) if view_size and world.camera_size else None
         self.view_period = 1.0 / view_fps if view_fps > 0 else 0.0
+        # a watch camera (/watch): a second fixed camera of the same scene that the stop reads
+        # and the policy does not, rendered every step like the policy's own
+        self.watch = _Feed(camera=watch_camera) if watch_camera and world.camera_size else None
         self.stats = {"step_s": 0.0, "render_s": 0.0, "encode_s": 0.0, "tick_s": 0.0, "n": 0}
         self.modbus_server: ModbusTcpServer | None = None
         self.http_server: asyncio.AbstractServer | None = None
@@ -351,6 +358,8 @@ class Bridge:
         """Render and encode the policy's frame; the view's too while a client watches it
         and its period has passed (or force_view: a reset, a new client)."""
         self._render_feed(self.cam)
+        if self.watch is not None:
+            self._render_later(self.watch)
         v = self.view
         # a quarter period of slack: steps at the cap's rate, with jitter, are all rendered
         if v is not None and (force_view or v.clients > 0 and time.monotonic() - v.rendered_at >= 0.75 * self.view_period):
@@ -377,7 +386,7 @@ class Bridge:
         loop.call_soon(render)
 
     def _render_feed(self, feed: _Feed) -> None:
-        img = self.world.render(feed.size)
+        img = self.world.render(feed.size, camera=feed.camera)
         if img is None:
             return
         t0 = time.perf_counter()
@@ -545,6 +554,12 @@ class Bridge:
         if path in ("/stream", "/stream.mjpg", "/video") and method == "GET":
             await self._stream(writer, self.cam)
             return
+        if path in ("/watch", "/watch.mjpg") and method == "GET":
+            if self.watch is None:
+                await self._respond(writer, 404, {"error": "no watch camera (start the bridge with --watch-camera NAME and a camera)"})
+                return
+            await self._stream(writer, self.watch)
+            return
         if path in ("/view", "/view.mjpg") and method == "GET":
             if self.view is None:
                 await self._respond(writer, 404, {"error": "no view stream (start the bridge with --view-size WxH and a camera)"})
@@ -665,6 +680,8 @@ class Bridge:
                 "stream": f"http://{self.http_addr[0]}:{self.http_addr[1]}/stream",
                 "view": f"http://{self.http_addr[0]}:{self.http_addr[1]}/view" if self.view else None,
                 "view_size": list(self.view.size) if self.view else None,
+                "watch": f"http://{self.http_addr[0]}:{self.http_addr[1]}/watch" if self.watch else None,
+                "watch_camera": self.watch.camera if self.watch else None,
                 "task": self.world.task, "level": self.world.level, "seed": self.world.seed,
                 "mode": "lockstep" if self.lockstep else "realtime",
                 "camera": list(self.world.camera_size) if self.world.camera_size else None,
@@ -688,6 +705,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="WxH of a display view of the same camera at /view (default off; /stream is unchanged)")
     p.add_argument("--view-fps", type=float, default=10.0,
                    help="the view's frames per second at most (rendered only while a client watches; 0 = every step)")
+    p.add_argument("--watch-camera", default=None,
+                   help="a second MuJoCo camera served at /watch every step: a watch camera the stop reads "
+                        "(the bundle's watch_camera); the object fault shows in it, the camera faults do not")
     p.add_argument("--render-quality", choices=("fast", "full"), default="fast",
                    help="fast: one light, Sawyer head display not drawn (default); full: Meta-World's three lights")
     p.add_argument("--jpeg-quality", type=int, default=90)
@@ -706,10 +726,20 @@ async def _amain(args) -> int:
     world = World(args.task, camera_size=cam, camera_name=args.camera, max_steps=args.max_steps,
                   render_quality=args.render_quality)
     world.reset(level=args.level, seed=args.seed)
+    if args.watch_camera is not None:
+        if cam is None:
+            raise SystemExit("bridge: --watch-camera needs a camera (not --no-camera)")
+        if args.watch_camera == args.camera:
+            raise SystemExit(f"bridge: --watch-camera {args.watch_camera} is the policy's camera (--camera): name another")
+        try:
+            world.render(camera=args.watch_camera)
+        except ValueError as exc:
+            raise SystemExit(f"bridge: --watch-camera: {exc}") from None
     bridge = Bridge(world, regmap, lockstep=args.rate is None, rate=args.rate or 10.0,
                     jpeg_quality=args.jpeg_quality, auto_reset=args.auto_reset,
                     heartbeat_timeout=args.heartbeat_timeout,
-                    view_size=parse_size(args.view_size) if args.view_size else None, view_fps=args.view_fps)
+                    view_size=parse_size(args.view_size) if args.view_size else None, view_fps=args.view_fps,
+                    watch_camera=args.watch_camera)
     await bridge.start(parse_hostport(args.modbus), parse_hostport(args.http))
     print(json.dumps(bridge.ready_line()), flush=True)
     stop = asyncio.Event()

@@ -189,14 +189,19 @@ class MJPEGReader:
         data = self.f.read(int(h["content-length"]))
         return h, data
 
-    def frame(self, min_seq: int, step: int) -> tuple[np.ndarray, dict]:
-        """Skip parts until the frame of ``step`` with sequence number >= min_seq; decode it."""
-        from PIL import Image
-
+    def frame_jpeg(self, min_seq: int, step: int) -> tuple[bytes, dict]:
+        """Skip parts until the frame of ``step`` with sequence number >= min_seq: its JPEG bytes."""
         while True:
             h, data = self.read_part()
             if int(h.get("x-frame", 0)) >= min_seq and int(h.get("x-step", -1)) == step:
-                return np.asarray(Image.open(io.BytesIO(data)).convert("RGB")), h
+                return data, h
+
+    def frame(self, min_seq: int, step: int) -> tuple[np.ndarray, dict]:
+        """frame_jpeg, decoded (libjpeg, through Pillow)."""
+        from PIL import Image
+
+        data, h = self.frame_jpeg(min_seq, step)
+        return np.asarray(Image.open(io.BytesIO(data)).convert("RGB")), h
 
     def close(self):
         try:

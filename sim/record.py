@@ -18,6 +18,7 @@ Layout (obs_t and the action taken at obs_t, L samples per demo):
     data/demo_<i>/obs/proprio  (L, 4) float32: state[:, :4], the arm's own state (hand xyz,
                                gripper opening) = what robot.state [position, gripper] reads
     data/demo_<i>/obs/camera   (L, H, W, 3) uint8, with --camera
+    data/demo_<i>/obs/camera_jpeg   (L,) the same frames' JPEG bytes as streamed (vlen uint8)
     data/demo_<i>/actions      (L, 4) float32 in [-1, 1]
     data/demo_<i>/dones        (L,) uint8, 1 on the last sample
     data/demo_<i>              attrs: num_samples, success, seed, success_step, return
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import sys
 import time
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+from PIL import Image
 
 from .bridge import ST_SUCCESS, ST_TRUNCATED
 from .client import BridgeProcess, MJPEGReader, http_json
@@ -63,13 +66,14 @@ def record_episode(arm, base: str, task: str, level: str, seed: int, policy, cam
     limit = min(max_steps or ep["max_steps"], ep["max_steps"])
     arm.enable(True)
     st = arm.state()
-    states, actions, frames = [], [], []
+    states, actions, frames, jpegs = [], [], [], []
     success_step = None
     for t in range(limit):
         obs = st.observation
         if camera is not None:
-            img, _ = camera.frame(seq0, t)  # the frame rendered with this observation
-            frames.append(img)
+            jpeg, _ = camera.frame_jpeg(seq0, t)  # the frame rendered with this observation
+            jpegs.append(np.frombuffer(jpeg, np.uint8))
+            frames.append(np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB")))
         a = np.clip(np.asarray(policy.get_action(obs.astype(np.float64)), dtype=np.float32), -1, 1)
         states.append(obs.astype(np.float32))
         actions.append(a)
@@ -87,6 +91,7 @@ def record_episode(arm, base: str, task: str, level: str, seed: int, policy, cam
     return {
         "state": np.stack(states), "actions": np.stack(actions),
         "camera": np.stack(frames) if camera is not None else None,
+        "camera_jpeg": jpegs if camera is not None else None,
         "success": success_step is not None, "success_step": success_step, "return": info["return"],
     }
 
@@ -141,6 +146,10 @@ def record(task: str, episodes: int, out: str | Path, camera: bool = False, came
                 if camera:
                     og.create_dataset("camera", data=ep["camera"], chunks=(1,) + ep["camera"].shape[1:],
                                       compression="gzip", compression_opts=4)
+                    # the frames as the camera sent them: a palette decodes them as the runtime does
+                    jp = og.create_dataset("camera_jpeg", (L,), dtype=h5py.vlen_dtype(np.uint8))
+                    for i, b in enumerate(ep["camera_jpeg"]):
+                        jp[i] = b
                 g.create_dataset("actions", data=ep["actions"])
                 dones = np.zeros(L, np.uint8)
                 dones[-1] = 1

@@ -388,15 +388,21 @@ class World:
         r = self._renderers[size] = mujoco.Renderer(m, height=h, width=w)
         return r
 
-    def render(self, size: tuple[int, int] | None = None) -> np.ndarray | None:
+    def render(self, size: tuple[int, int] | None = None, camera: str | None = None) -> np.ndarray | None:
         """RGB uint8 (H, W, 3) of the current state, or None without a camera.
 
         size: (width, height) to render at instead of camera_size: the same camera and
         scene at another resolution (a display view). last_render_s times camera_size only.
+        camera: another of the scene's cameras (a watch camera, the bridge's --watch-camera):
+        the object fault's box is drawn into its view too, as it is part of the scene; the
+        faults of the camera itself (occlusion, blackout, freeze, camera_shift) stay the
+        policy camera's.
         """
         if not self.camera_size:
             return None
         t0 = time.perf_counter()
+        if camera is not None and camera != self.camera_name:
+            return self._render_other(size or self.camera_size, camera)
         f = self.fault
         on = f is not None and self.step_count >= f.step
         key = tuple(size or self.camera_size)
@@ -408,16 +414,7 @@ class World:
         r.update_scene(self.env.data, camera=self.camera_name)
         if on and f.kind == "object" and self._obj2 is not None:
             self._draw_object(r.scene)
-        fl = r.scene.flags
-        fl[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-        fl[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
-        fl[mujoco.mjtRndFlag.mjRND_SKYBOX] = 0
-        if self.render_quality == "fast":
-            # one light instead of three (software rasterizer: lighting is per vertex), brightened
-            sc = r.scene
-            sc.nlight = 1
-            sc.lights[0].ambient[:] = 0.35
-            sc.lights[0].diffuse[:] = 0.85
+        self._light(r.scene)
         img = r.render()
         if self.camera_name in ROTATE_180:
             img = np.ascontiguousarray(img[::-1, ::-1])
@@ -432,6 +429,34 @@ class World:
         if size is None or size == self.camera_size:
             self.last_render_s = time.perf_counter() - t0
         return img
+
+    def _render_other(self, size: tuple[int, int], camera: str) -> np.ndarray:
+        """render() through another of the scene's cameras: the scene as it is, the object
+        fault's box included, with none of the policy camera's own faults."""
+        if mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
+            raise ValueError(f"no camera {camera!r} in the {self.task} scene")
+        f = self.fault
+        r = self._get_renderer(size)
+        r.update_scene(self.env.data, camera=camera)
+        if f is not None and self.step_count >= f.step and f.kind == "object" and self._obj2 is not None:
+            self._draw_object(r.scene)
+        self._light(r.scene)
+        img = r.render()
+        if camera in ROTATE_180:
+            img = np.ascontiguousarray(img[::-1, ::-1])
+        return img
+
+    def _light(self, sc: mujoco.MjvScene) -> None:
+        """The render flags and (fast quality) the one brightened light every view uses."""
+        fl = sc.flags
+        fl[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        fl[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+        fl[mujoco.mjtRndFlag.mjRND_SKYBOX] = 0
+        if self.render_quality == "fast":
+            # one light instead of three (software rasterizer: lighting is per vertex), brightened
+            sc.nlight = 1
+            sc.lights[0].ambient[:] = 0.35
+            sc.lights[0].diffuse[:] = 0.85
 
     def _draw_object(self, scene: mujoco.MjvScene) -> None:
         """Draw the object fault's box at its pose (obs[11:14]) into scene: seen, not simulated."""

@@ -25,6 +25,7 @@ type Bridge struct {
 	Modbus string `json:"modbus"` // host:port of the Modbus TCP server
 	HTTP   string `json:"http"`   // host:port of the camera and episode API
 	View   string `json:"view"`   // the display view's MJPEG URL; empty without BridgeOptions.View
+	Watch  string `json:"watch"`  // the watch camera's MJPEG URL; empty without BridgeOptions.Watch
 	done   chan error
 	client *http.Client
 }
@@ -46,6 +47,7 @@ type BridgeOptions struct {
 	Camera   string    // "WxH"
 	CamName  string    // the MuJoCo camera (sim/bridge.py --camera); "": the bridge's default
 	View     string    // "WxH" of the display view at /view (live view); empty: none
+	Watch    string    // the watch camera rendered at /watch (sim/bridge.py --watch-camera); empty: none
 	Log      io.Writer // the bridge's log lines; nil: discarded
 }
 
@@ -66,6 +68,9 @@ func StartBridge(ctx context.Context, o BridgeOptions) (*Bridge, error) {
 	}
 	if o.View != "" {
 		args = append(args, "--view-size", o.View)
+	}
+	if o.Watch != "" {
+		args = append(args, "--watch-camera", o.Watch)
 	}
 	if o.MaxSteps > 0 {
 		args = append(args, "--max-steps", fmt.Sprint(o.MaxSteps))

@@ -30,6 +30,15 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
 	c.Camera.Name = f.CameraName // the camera the bridge renders (StartBridge)
+	if f.WatchCamera != "" {
+		if b.Watch == "" {
+			return nil, fmt.Errorf("sim: the bundle's watch camera %q, but the bridge serves none (started without it)", f.WatchCamera)
+		}
+		c.CameraWatch.Enabled = true
+		c.CameraWatch.Source = "http"
+		c.CameraWatch.URL = b.Watch
+		c.CameraWatch.Name = f.WatchCamera
+	}
 	c.Policy.Bundle = f.BundleDir
 	c.Robot.State = f.State
 	c.Policy.Steps = f.Steps
@@ -61,7 +70,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Safety.Watchdog.CameraMoved = f.CameraMoved
 	// Something new in view (sim eval --fault object, drawn into the
 	// camera's frames): colours no demonstration showed.
-	if f.Palette || f.given["camera-unseen"] {
+	if f.Palette || f.WatchCamera != "" || f.given["camera-unseen"] {
 		c.Safety.Watchdog.CameraUnseen = f.CameraUnseen // given for a bundle without a palette: the runtime says it watches nothing
 	}
 	c.Safety.Watchdog.ArmMaxAge = 2 * time.Second
@@ -148,7 +157,7 @@ func MetaWorldTracking(task string, period time.Duration) safety.TrackingConfig 
 // only). The bridge's log lines go to log, each prefixed "bridge: ".
 func (f *Flags) StartBridge(ctx context.Context, root string, log io.Writer, lockstep bool, maxSteps int, view bool) (*Bridge, error) {
 	o := BridgeOptions{Root: root, Task: f.Task, Level: f.Level, Seed: f.Seed, MapFile: filepath.Join(root, MapFile),
-		Lockstep: lockstep, MaxSteps: maxSteps, Camera: f.Camera, CamName: f.CameraName, Log: prefixWriter(log, "bridge: ")}
+		Lockstep: lockstep, MaxSteps: maxSteps, Camera: f.Camera, CamName: f.CameraName, Watch: f.WatchCamera, Log: prefixWriter(log, "bridge: ")}
 	if view {
 		o.View = fmt.Sprintf("%dx%d", ViewWidth, ViewHeight)
 	}

@@ -108,13 +108,18 @@ type Flags struct {
 	// whether one of them carries the colours its demonstrations showed
 	// (the unseen-colour check's).
 	Images, Palette bool
+	// WatchCamera is the bundle's watch camera the bridge renders at /watch
+	// and the runtime reads (camera_watch; "": none). --watch-camera off
+	// leaves it out.
+	WatchCamera string
 	// FromBundle says which of --task and --rate Prepare took from the
 	// bundle's calibration, as "task hammer, 20 Hz" ("": neither): a bundle
 	// given without them runs the task and the rate its stop was certified
 	// on (NoteGiven must have been called).
 	FromBundle string
 
-	given map[string]bool // the flags the command line set (NoteGiven)
+	given     map[string]bool // the flags the command line set (NoteGiven)
+	watchFlag string          // --watch-camera
 }
 
 // NoteGiven records which flags of fs the command line set (call it after
@@ -187,6 +192,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.CameraName, "camera", "", "the simulator's camera the policy sees: "+ListOf(simCameras)+" (default: the one the bundle was trained on, else "+DefaultCamera+")")
 	fs.Float64Var(&f.FrozenMotion, "camera-frozen-motion", DefaultFrozenMotion, "stop when the camera's frames stay identical while the hand moves this far, in m (safety watchdog.camera_frozen_motion; bundles with an image); 0: off, e.g. to measure a policy on a blanked image")
 	fs.Float64Var(&f.CameraMoved, "camera-moved", DefaultCameraMoved, "stop when this fraction of the camera's steady image tiles change at once and stay changed: a knocked or turned camera (safety watchdog.camera_moved; bundles with an image); 0: off")
+	fs.StringVar(&f.watchFlag, "watch-camera", "", "the bundle's watch camera (a second camera only the stop reads): \"\" runs it when the bundle has one, off leaves it out")
 	fs.IntVar(&f.CameraUnseen, "camera-unseen", DefaultCameraUnseen, "stop when this many pixels of each of two frames running have colours no demonstration showed: something new in view (safety watchdog.camera_unseen; bundles whose image input has a palette); 0: off")
 	fs.StringVar(&f.RobotState, "robot-state", "", "arm-state fields the policy's state input is built from, comma-separated (default: observation for a 39-wide state input, position,gripper for a 4-wide one)")
 	fs.StringVar(&f.Chunking, "chunking", "off", "real-time chunking (loop.realtime_chunking.mode): off, noisy or denoised — each plan sampled with the actions that run while it is computed held (docs/engines.md)")
@@ -255,6 +261,9 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.CameraMoved >= 0 && f.CameraMoved <= 1) {
 		bad("--camera-moved %v: must be a fraction in (0, 1], or 0 (off)", f.CameraMoved)
+	}
+	if f.watchFlag != "" && f.watchFlag != "off" {
+		bad("--watch-camera %q: leave it out (the bundle's watch camera, if it has one) or give off", f.watchFlag)
 	}
 	if f.CameraUnseen < 0 {
 		bad("--camera-unseen %d: must be a number of pixels, or 0 (off)", f.CameraUnseen)
@@ -340,6 +349,15 @@ func (f *Flags) Prepare(root string) error {
 				f.Camera = fmt.Sprintf("%dx%d", o.Camera.Width, o.Camera.Height)
 			}
 		}
+	}
+	f.WatchCamera = ""
+	if err == nil && m.WatchCamera != nil && f.watchFlag != "off" {
+		w := m.WatchCamera
+		if size := fmt.Sprintf("%dx%d", w.Camera.Width, w.Camera.Height); size != f.Camera {
+			return fmt.Errorf("sim: bundle %s's watch camera %q was recorded at %s, but the simulator renders its cameras at %s (--camera-size); --watch-camera off runs without it",
+				f.BundleDir, w.Camera.Name, size, f.Camera)
+		}
+		f.WatchCamera = w.Camera.Name
 	}
 	if f.CameraName == "" {
 		f.CameraName = DefaultCamera

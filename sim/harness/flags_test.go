@@ -269,8 +269,8 @@ func TestUnseenCheckOnlyWithAPalette(t *testing.T) {
 		want         int
 	}{
 		{"a palette", "bundles/metaworld-button-press-camera", nil, harness.DefaultCameraUnseen},
-		{"no palette", "bundles/metaworld-hammer-camera", nil, 0},
-		{"no palette, the flag given", "bundles/metaworld-hammer-camera", []string{"--camera-unseen", "4"}, 4},
+		{"no palette", "bundles/metaworld-hammer-camera", []string{"--watch-camera", "off"}, 0},
+		{"no palette, the flag given", "bundles/metaworld-hammer-camera", []string{"--watch-camera", "off", "--camera-unseen", "4"}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := prepared(t, root, tc.bundle, tc.args...)
@@ -282,5 +282,59 @@ func TestUnseenCheckOnlyWithAPalette(t *testing.T) {
 				t.Errorf("camera_unseen %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWatchCamera: a bundle's watch camera is rendered by the bridge and read
+// by the runtime (camera_watch, the unseen-colour check on) unless
+// --watch-camera off; a bridge that serves none is refused in one line.
+func TestWatchCamera(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	withWatch := &harness.Bridge{Modbus: "127.0.0.1:5020", HTTP: "127.0.0.1:8090", Watch: "http://127.0.0.1:8090/watch"}
+	for _, tc := range []struct {
+		name, bundle string
+		args         []string
+		bridge       *harness.Bridge
+		watch        string // the watch camera run ("": none)
+		unseen       int
+		err          string
+	}{
+		{"the bundle's", "bundles/metaworld-hammer-camera", nil, withWatch, "corner", harness.DefaultCameraUnseen, ""},
+		{"the other bundle's", "bundles/metaworld-drawer-open-camera", nil, withWatch, "corner4", harness.DefaultCameraUnseen, ""},
+		{"off", "bundles/metaworld-hammer-camera", []string{"--watch-camera", "off"}, withWatch, "", 0, ""},
+		{"a bundle without one", "bundles/metaworld-button-press-camera", nil, withWatch, "", harness.DefaultCameraUnseen, ""},
+		{"a bridge without it", "bundles/metaworld-hammer-camera", nil, &harness.Bridge{Modbus: "127.0.0.1:5020", HTTP: "127.0.0.1:8090"}, "corner", 0, "serves none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := prepared(t, root, tc.bundle, tc.args...)
+			if f.WatchCamera != tc.watch {
+				t.Fatalf("WatchCamera %q, want %q", f.WatchCamera, tc.watch)
+			}
+			cfg, err := f.RuntimeConfig(root, tc.bridge, "")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("RuntimeConfig: %v, want one line naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cw := cfg.CameraWatch; cw.Enabled != (tc.watch != "") || tc.watch != "" && (cw.Name != tc.watch || cw.URL != tc.bridge.Watch) {
+				t.Errorf("camera_watch %+v, want camera %q at %s", cw, tc.watch, tc.bridge.Watch)
+			}
+			if got := cfg.Safety.Watchdog.CameraUnseen; got != tc.unseen {
+				t.Errorf("camera_unseen %d, want %d", got, tc.unseen)
+			}
+		})
+	}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	f := harness.Flags{Task: "button-press", Level: "0", Rate: 10, Camera: "96x96"}
+	f.Register(fs)
+	if err := fs.Parse([]string{"--watch-camera", "on"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), `--watch-camera "on"`) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Validate: %v, want one line naming --watch-camera \"on\"", err)
 	}
 }

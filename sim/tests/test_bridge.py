@@ -1,7 +1,10 @@
 """The bridge as a subprocess, driven like hardware: Modbus client + HTTP."""
 
 import io
+import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -157,6 +160,36 @@ def test_view_stream_has_view_size_and_stream_keeps_its_frames(bridge):
         finally:
             stream.close()
             view.close()
+
+
+def test_watch_stream_is_a_second_camera_rendered_every_step(bridge):
+    assert bridge.info["watch"] is None                      # the shared bridge has none
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(bridge.http + "/watch", timeout=10)
+    assert e.value.code == 404
+    with BridgeProcess("button-press", camera_size="64x48", seed=0,
+                       extra=["--heartbeat-timeout", "10", "--watch-camera", "corner"]) as b:
+        assert b.info["watch"] == b.http + "/watch" and b.info["watch_camera"] == "corner"
+        stream, watch = MJPEGReader(b.http, "/stream"), MJPEGReader(b.http, "/watch")
+        try:
+            w0, h0 = watch.frame(0, 0)
+            s0, _ = stream.frame(0, 0)
+            assert w0.shape == s0.shape == (48, 64, 3)
+            assert np.abs(w0.astype(int) - s0).mean() > 10        # another view of the scene
+            arm = b.arm()
+            arm.enable(True)
+            arm.command([0.0, 0.0, 0.5, 0.0])                      # nobody asked: rendered anyway
+            _, h1 = watch.frame(0, 1)
+            assert int(h1["x-step"]) == int(h0["x-step"]) + 1
+            arm.close()
+        finally:
+            stream.close()
+            watch.close()
+    for name, msg in (("corner2", "is the policy's camera"), ("nowhere", "no camera 'nowhere'")):
+        r = subprocess.run([sys.executable, "-m", "sim.bridge", "--task", "button-press", "--camera-size", "64x48",
+                            "--camera", "corner2", "--watch-camera", name, "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa")))
+        assert r.returncode != 0 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
 
 
 def test_scripted_episode_succeeds_through_bridge(bridge, arm):

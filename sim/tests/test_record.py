@@ -1,10 +1,12 @@
 """Recorded demonstrations have the robomimic-style layout the training toolkit reads."""
 
+import io
 import json
 
 import h5py
 import numpy as np
 import pytest
+from PIL import Image
 
 from sim.record import record
 
@@ -46,6 +48,11 @@ def test_record_layout(recorded):
             st = g["obs/state"][:]
             assert np.abs(np.diff(st[:, :3], axis=0)).max() < 0.05  # consecutive hand positions
             assert g["obs/camera"][:].std() > 1  # real images, not blanks
+            jp = g["obs/camera_jpeg"]
+            assert jp.shape == (L,)
+            for i in (0, L - 1):  # the JPEG as streamed: the stored frame is its decoding
+                img = np.asarray(Image.open(io.BytesIO(jp[i].tobytes())).convert("RGB"))
+                np.testing.assert_array_equal(img, g["obs/camera"][i])
         assert data.attrs["total"] == total
 
 

@@ -182,6 +182,39 @@ def test_object_fault_on_hammer_keeps_the_nail_and_shows_the_box():
     w.close()
 
 
+@pytest.mark.parametrize("task,watch", [("hammer", "corner"), ("drawer-open", "corner4")])
+def test_watch_camera_sees_the_object_and_none_of_the_camera_faults(task, watch):
+    """render(camera=...): another of the scene's cameras. The object fault's box is part of
+    the scene and shows in it; the policy camera's own faults do not."""
+    from sim.world import Fault
+
+    w = World(task, camera_size=(96, 96), camera_name="topview")
+    pol = expert_policy(task)
+    w.reset(seed=3)
+    clean = []
+    for _ in range(8):
+        w.step(pol.get_action(w.obs))
+        clean.append((w.render(), w.render(camera=watch)))
+    assert (clean[-1][0] != clean[-1][1]).any()               # another view
+    w.reset(seed=3, fault=Fault("object", 4))
+    for i in range(8):
+        w.step(pol.get_action(w.obs))
+        side = w.render(camera=watch)
+        if i < 3:
+            np.testing.assert_array_equal(side, clean[i][1])
+        else:
+            seen = (np.abs(side.astype(int) - clean[i][1]).max(axis=2) > 40).sum()
+            assert seen >= 6, (i, seen)
+    for kind in ("blackout", "occlusion", "freeze", "camera_shift"):
+        w.reset(seed=3, fault=Fault(kind, 0))
+        for i in range(3):
+            w.step(pol.get_action(w.obs))
+            np.testing.assert_array_equal(w.render(camera=watch), clean[i][1], err_msg=kind)
+    with pytest.raises(ValueError, match="no camera"):
+        w.render(camera="nowhere")
+    w.close()
+
+
 def test_zero_state_fault_zeroes_the_arm_reading_only():
     from sim.world import ARM_STATE, ARM_STATE_PREV, Fault
 

@@ -12,7 +12,11 @@ two frames running have ``safety.watchdog.camera_unseen`` or more
 
 The runtime decodes the camera's JPEG frames with Go's decoder, whose chroma
 upsampling is not libjpeg's that decoded the recorded demonstrations: along
-colour edges a pixel can differ by tens of levels. So the palette grows by
+colour edges a pixel can differ by tens of levels. Where the demonstrations
+kept the frames as the camera sent them (``obs/camera_jpeg``, which
+``sim.record`` writes), they are decoded as the runtime decodes them
+(``runtime_rgb``: chroma repeated, not interpolated) and the palette is built
+from those; otherwise from the recorded pixels. Either way it grows by
 ``grow`` steps: a cell one step (along one channel) from a seen one counts as
 seen. Measured on ButtonPress's top view through the runtime's decoder
 (docs/camera-policy.md, "Unseen colours"), ungrown, two frames running of a
@@ -23,12 +27,20 @@ The last ``held_out`` share of the demonstrations is kept out of the palette
 and read through it: the most unseen pixels in one of their frames is the
 palette's false-alarm level, written beside it.
 
-    python -m energyflow.palette --bundle B --data DEMOS.hdf5 [--levels 16] [--grow 1] [--held-out 0.1]
+A top view looks down on the arm, which hides what lies beside the hand. A
+second fixed camera that the policy does not read, a *watch camera*, sees
+past it: ``--watch`` builds the palette of demonstrations recorded from that
+camera (the same episodes, ``sim.record --camera --camera-name NAME``) and
+writes it as the manifest's ``watch_camera`` block, which the runtime reads
+through ``camera_watch`` (docs/safety.md, "Watch camera").
+
+    python -m energyflow.palette --bundle B --data DEMOS.hdf5 [--watch] [--levels 16] [--grow 1] [--held-out 0.1]
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import sys
 from pathlib import Path
@@ -85,6 +97,47 @@ def unseen_pixels(frames: np.ndarray, seen: np.ndarray, levels: int) -> np.ndarr
     return (~seen[cell_index(frames, levels)]).reshape(len(frames), -1).sum(axis=1)
 
 
+#: camera.ycbcrToRGB's full-range YCbCr → RGB factors, 16.16 fixed point (camera/yuv.go)
+_RV, _GU, _GV, _BU, _HALF = 91881, 22554, 46802, 116130, 1 << 15
+
+
+def runtime_rgb(jpeg: bytes) -> np.ndarray:
+    """A JPEG frame decoded as the runtime's camera loop decodes it (camera.ToRGB), uint8 [H, W, 3].
+
+    Go's decoder repeats each chroma sample over the pixels it covers; libjpeg (Pillow)
+    interpolates them. Luma comes from a full-size YCbCr decode (luma is never resampled),
+    chroma at its stored resolution from a decode scaled by the subsampling (libjpeg then
+    runs the chroma planes' inverse DCT unscaled), and the two are combined with the
+    runtime's integer conversion: the result differs from the runtime's by the two
+    inverse DCTs' rounding, a level or so on a few per cent of the values. Baseline 4:2:0
+    and 4:4:4 frames (what MJPEG cameras and the simulator send); others are refused.
+    """
+    from PIL import Image, JpegImagePlugin  # Pillow: the demonstrations' own decoder
+
+    im = Image.open(io.BytesIO(jpeg))
+    if im.format != "JPEG" or im.mode != "RGB":
+        raise PaletteError(f"a {im.format} {im.mode} frame: want a colour JPEG")
+    sampling = JpegImagePlugin.get_sampling(im)
+    if sampling not in (0, 2):
+        raise PaletteError(f"JPEG chroma subsampling {({1: '4:2:2'}).get(sampling, sampling)}: "
+                           "decoded as the runtime does only for 4:2:0 and 4:4:4")
+    w, h = im.size
+    im.draft("YCbCr", (w, h))
+    ycc = np.asarray(im, dtype=np.int64)
+    if sampling == 2:
+        half = Image.open(io.BytesIO(jpeg))
+        half.draft("YCbCr", ((w + 1) // 2, (h + 1) // 2))
+        c = np.asarray(half, dtype=np.int64)
+        if c.shape[:2] != ((h + 1) // 2, (w + 1) // 2):
+            raise PaletteError(f"a {w}x{h} 4:2:0 frame whose chroma decodes at {c.shape[1]}x{c.shape[0]}")
+        c = np.repeat(np.repeat(c, 2, axis=0), 2, axis=1)[:h, :w]
+        ycc = np.concatenate([ycc[..., :1], c[..., 1:]], axis=-1)
+    yy = (ycc[..., 0] << 16) + _HALF
+    u, v = ycc[..., 1] - 128, ycc[..., 2] - 128
+    rgb = np.stack([(yy + _RV * v) >> 16, (yy - _GU * u - _GV * v) >> 16, (yy + _BU * u) >> 16], axis=-1)
+    return np.clip(rgb, 0, 255).astype(np.uint8)
+
+
 def encode(seen: np.ndarray) -> str:
     """The manifest's ``seen``: cell c at bit c%8 of byte c/8, standard base64 (camera.DecodePalette)."""
     return base64.b64encode(np.packbits(seen.astype(np.uint8), bitorder="little").tobytes()).decode("ascii")
@@ -104,8 +157,12 @@ def _image_obs(man: Dict[str, Any], bundle: Path) -> Dict[str, Any]:
 
 
 def build(bundle: str | Path, data: str | Path, levels: int = 16, grow: int = 1,
-          held_out: float = 0.1) -> Dict[str, Any]:
-    """Write the palette of ``data``'s frames, grown by ``grow`` steps, into ``bundle``'s image input; return the block."""
+          held_out: float = 0.1, watch: bool = False) -> Dict[str, Any]:
+    """Write the palette of ``data``'s frames, grown by ``grow`` steps, into ``bundle``'s image input; return the block.
+
+    watch: ``data`` was recorded from a second camera, the bundle's watch camera: the palette
+    goes into the manifest's ``watch_camera`` block with the camera's name and frame size.
+    """
     import h5py  # heavy optional dependency (HDF5 C library): only when demonstrations are read
 
     if not 0 <= held_out < 1:
@@ -114,15 +171,23 @@ def build(bundle: str | Path, data: str | Path, levels: int = 16, grow: int = 1,
         raise PaletteError(f"grow {grow}: want a number of steps >= 0")
     bundle = Path(bundle)
     man = read_manifest(bundle)
-    cam = _image_obs(man, bundle)
-    spec = cam.get("camera") or {}
+    own = _image_obs(man, bundle) if not watch else next((o for o in man["obs"] if o["kind"] == "image"), None)
+    cam: Dict[str, Any] = own if not watch else {"name": "camera"}  # sim.record writes the frames as obs/camera
+    spec = (cam.get("camera") or {}) if not watch else {}
     with h5py.File(data, "r") as f:
         if "data" not in f:
             raise PaletteError(f"{data}: no group 'data' (not a demonstrations file)")
         name = f["data"].attrs.get("camera_name")
-        if spec.get("name") and name is not None and name != spec["name"]:
+        if watch:
+            own_name = ((own or {}).get("camera") or {}).get("name")
+            if name is None:
+                raise PaletteError(f"{data}: names no camera (record it with sim.record --camera --camera-name NAME)")
+            if name == own_name:
+                raise PaletteError(f"{data}: recorded with {name!r}, the policy's own camera: a watch camera is another one")
+        elif spec.get("name") and name is not None and name != spec["name"]:
             raise PaletteError(f"{data}: recorded with camera {name!r}, the bundle's is {spec['name']!r}")
         keys = sorted(f["data"].keys(), key=lambda k: int(k.rsplit("_", 1)[-1]))
+        decoded = "runtime" if keys and f"{cam['name']}_jpeg" in f["data"][keys[0]]["obs"] else "recorder"
         if len(keys) < 2:
             raise PaletteError(f"{data}: {len(keys)} demonstrations, want at least 2")
         n_held = int(round(held_out * len(keys)))
@@ -130,24 +195,34 @@ def build(bundle: str | Path, data: str | Path, levels: int = 16, grow: int = 1,
 
         def frames(k: str) -> np.ndarray:
             obs = f["data"][k]["obs"]
-            if cam["name"] not in obs:
+            jpeg = f"{cam['name']}_jpeg"
+            if jpeg in obs:  # as the camera sent them: decoded as the runtime does
+                x = np.stack([runtime_rgb(b.tobytes()) for b in obs[jpeg][:]])
+            elif cam["name"] not in obs:
                 raise PaletteError(f"{data}: {k} has no obs/{cam['name']} (record with --camera)")
-            x = obs[cam["name"]][:]
+            else:
+                x = obs[cam["name"]][:]
             want = (spec["height"], spec["width"]) if spec else x.shape[1:3]
             if x.ndim != 4 or x.shape[3] != 3 or tuple(x.shape[1:3]) != tuple(want):
                 raise PaletteError(f"{data}: {k}'s frames are {x.shape[1:]}, the bundle's camera is "
                                    f"{want[1]}x{want[0]} RGB")
             return x
 
+        if watch:  # the watch camera's frame size is its recording's (its first demonstration's)
+            first = frames(keys[0])
+            spec = {"name": str(name), "width": int(first.shape[2]), "height": int(first.shape[1])}
         seen, n = seen_cells((frames(k) for k in train), levels)
         seen = grow_cells(seen, levels, grow)
         worst, n_held_frames = 0, 0
         for k in held:
             u = unseen_pixels(frames(k), seen, levels)
             worst, n_held_frames = max(worst, int(u.max())), n_held_frames + len(u)
-    block = {"levels": levels, "seen": encode(seen), "grow": grow, "frames": n,
+    block = {"levels": levels, "seen": encode(seen), "grow": grow, "frames": n, "decoded": decoded,
              "held_out": {"frames": n_held_frames, "max_unseen": worst}}
-    cam["palette"] = block
+    if watch:
+        man["watch_camera"] = {"camera": spec, "palette": block}
+    else:
+        cam["palette"] = block
     write_manifest(bundle, man)
     return block
 
@@ -155,7 +230,10 @@ def build(bundle: str | Path, data: str | Path, levels: int = 16, grow: int = 1,
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m energyflow.palette", description=__doc__.split("\n")[0])
     p.add_argument("--bundle", required=True, help="the camera bundle (its manifest is rewritten)")
-    p.add_argument("--data", required=True, help="camera demonstrations (sim.record --camera, the bundle's camera)")
+    p.add_argument("--data", required=True, help="camera demonstrations (sim.record --camera, the bundle's camera; "
+                                                 "with --watch, the watch camera's)")
+    p.add_argument("--watch", action="store_true",
+                   help="--data is a second camera's, the bundle's watch camera: write its palette as watch_camera")
     p.add_argument("--levels", type=int, default=16, help=f"steps per channel, one of {LEVELS} (16)")
     p.add_argument("--grow", type=int, default=1,
                    help="cells this many steps (along one channel) from a seen one count as seen: the runtime's "
@@ -164,7 +242,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="share of the demonstrations (the last ones) kept out and read through the palette (0.1)")
     a = p.parse_args(argv)
     try:
-        block = build(a.bundle, a.data, levels=a.levels, grow=a.grow, held_out=a.held_out)
+        block = build(a.bundle, a.data, levels=a.levels, grow=a.grow, held_out=a.held_out, watch=a.watch)
     except (PaletteError, BundleError, OSError) as e:
         print(f"palette: {e}", file=sys.stderr)
         return 2

@@ -112,3 +112,91 @@ def test_grow_keeps_a_new_colour_unseen(tmp_path):
     block = P.build(b, tmp_path / "d.hdf5", levels=16, grow=1)
     assert block["grow"] == 1 and P.decode(block["seen"], 16).sum() == 14
     assert block["held_out"]["max_unseen"] == 9  # blue is far from the table and the red
+
+
+def test_build_watch_writes_the_watch_camera_and_leaves_the_image_input(tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(CAMERA_BUNDLE, b)
+    own_before = [o for o in read_manifest(b)["obs"] if o["kind"] == "image"][0]
+    _demos(tmp_path / "d.hdf5", size=64, camera_name="corner")
+    block = P.build(b, tmp_path / "d.hdf5", levels=16, grow=0, held_out=0.1, watch=True)
+    man = read_manifest(b)  # the file hashes still hold
+    assert man["watch_camera"] == {"camera": {"name": "corner", "width": 64, "height": 64}, "palette": block}
+    assert [o for o in man["obs"] if o["kind"] == "image"][0] == own_before
+    assert block["frames"] == 27 and block["held_out"] == {"frames": 3, "max_unseen": 9}
+
+
+@pytest.mark.parametrize("demos, want", [
+    (dict(camera_name="topview"), "the policy's own camera"),
+    (dict(camera_name="corner", key="wrist"), "no obs/camera"),
+])
+def test_build_watch_refuses(tmp_path, demos, want):
+    b = tmp_path / "b"
+    shutil.copytree(CAMERA_BUNDLE, b)
+    before = (b / "manifest.json").read_text()
+    _demos(tmp_path / "d.hdf5", **demos)
+    with pytest.raises(P.PaletteError, match=want):
+        P.build(b, tmp_path / "d.hdf5", watch=True)
+    assert (b / "manifest.json").read_text() == before  # nothing written
+
+
+def test_runtime_rgb_decodes_as_the_runtime_does():
+    # camera.TestFramesRuntimeGolden pins the runtime's decoding of these 4:2:0 frames
+    frames = sorted((ROOT / "camera" / "testdata" / "frames").glob("*.jpg"))
+    golden = np.fromfile(ROOT / "camera" / "testdata" / "frames_runtime.rgb", np.uint8).reshape(len(frames), 120, 160, 3)
+    ours = np.stack([P.runtime_rgb(f.read_bytes()) for f in frames]).astype(int)
+    from PIL import Image
+
+    libjpeg = np.stack([np.asarray(Image.open(f).convert("RGB")) for f in frames]).astype(int)
+    d, dl = np.abs(ours - golden), np.abs(libjpeg - golden)
+    assert d.max() <= 3 and (d > 0).mean() < 0.05, (d.max(), (d > 0).mean())
+    assert dl.max() > 20 and (dl > 0).mean() > 0.2  # what the recorder's decoding differs by
+
+
+def test_runtime_rgb_refuses_what_it_cannot_decode_as_the_runtime():
+    import io
+
+    from PIL import Image
+
+    for sub, want in ((1, "4:2:2"),):
+        b = io.BytesIO()
+        Image.fromarray(_frame()).save(b, format="JPEG", quality=90, subsampling=sub)
+        with pytest.raises(P.PaletteError, match=want):
+            P.runtime_rgb(b.getvalue())
+    b = io.BytesIO()
+    Image.fromarray(_frame()).save(b, format="JPEG", quality=90, subsampling=0)  # 4:4:4: no chroma to repeat
+    x = P.runtime_rgb(b.getvalue())
+    assert x.shape == (96, 96, 3) and np.abs(x.astype(int) - np.asarray(Image.open(b).convert("RGB"))).max() <= 3
+    b = io.BytesIO()
+    Image.fromarray(_frame()).convert("L").save(b, format="JPEG")
+    with pytest.raises(P.PaletteError, match="colour JPEG"):
+        P.runtime_rgb(b.getvalue())
+
+
+def test_build_decodes_the_jpeg_frames_as_the_runtime_does(tmp_path):
+    import io
+
+    import h5py
+    from PIL import Image
+
+    def jpeg(img):
+        b = io.BytesIO()
+        Image.fromarray(img).save(b, format="JPEG", quality=90)
+        return np.frombuffer(b.getvalue(), np.uint8)
+
+    with h5py.File(tmp_path / "d.hdf5", "w") as f:
+        g = f.create_group("data")
+        g.attrs["camera_name"] = "corner"
+        for i in range(4):
+            o = g.create_group(f"demo_{i}/obs")
+            o.create_dataset("camera", data=np.zeros((2, 96, 96, 3), np.uint8))  # not what is read
+            jp = o.create_dataset("camera_jpeg", (2,), dtype=h5py.vlen_dtype(np.uint8))
+            for k in range(2):
+                jp[k] = jpeg(_frame())
+    b = tmp_path / "b"
+    shutil.copytree(CAMERA_BUNDLE, b)
+    block = P.build(b, tmp_path / "d.hdf5", levels=16, grow=0, held_out=0.25, watch=True)
+    assert block["decoded"] == "runtime" and block["frames"] == 6
+    seen = P.decode(block["seen"], 16)
+    assert seen[P.cell_index(P.runtime_rgb(jpeg(_frame()).tobytes()), 16)].all()
+    assert not seen[P.cell_index(np.zeros(3, np.uint8), 16)]  # the recorded pixels were not read

@@ -3,7 +3,7 @@
     .venv/bin/python -m research.camera.unseen.frames --task button-press --out build/unseen/button-press-clean --seed 60000 --episodes 20
     .venv/bin/python -m research.camera.unseen.frames --task button-press --out build/unseen/button-press-object --seed 50000 --episodes 10 --fault object
 
-The task's top view, 96×96, the scripted expert driving, 70 steps an episode,
+The task's top view (or `--camera NAME`), 96×96, the scripted expert driving, 70 steps an episode,
 each frame written as the JPEG the bridge would stream (quality 90,
 sim/bridge.py): OUT/EEEE_SS.jpg (episode, step). `decode` (Go) turns them into
 the runtime's RGB and `table` reads them through the bundle's palette.
@@ -31,10 +31,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--fault", default=None, help="a sim fault from step 30 (object)")
+    p.add_argument("--camera", default="topview", help="the Meta-World camera to render (default topview)")
     a = p.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    w = World(task=a.task, camera_size=(96, 96), camera_name="topview")
+    w = World(task=a.task, camera_size=(96, 96), camera_name=a.camera)
     pol = expert_policy(a.task)
     for e in range(a.episodes):
         obs = w.reset(level="0", seed=a.seed + e, fault=Fault(kind=a.fault, step=30) if a.fault else None)

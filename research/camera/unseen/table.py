@@ -5,6 +5,8 @@
         [--json research/camera/unseen/button-press.json]
     .venv/bin/python -m research.camera.unseen.table --clean build/unseen/hammer-clean \
         --object build/unseen/hammer-object --runtime-frames build/unseen/hammer-palette
+    .venv/bin/python -m research.camera.unseen.table --clean build/unseen/views/hammer-corner-clean \
+        --object build/unseen/views/hammer-corner-object --bundle-watch bundles/metaworld-hammer-camera
 
 The folders are `frames`' JPEGs with `decode`'s OUT.rgb beside them
 (DIR.rgb). The bundle's palette is rebuilt from its demonstrations at each
@@ -43,6 +45,23 @@ def two(u: np.ndarray) -> np.ndarray:
     return np.minimum(u[:, 1:], u[:, :-1])
 
 
+def shipped_watch(bundle: Path, clean: np.ndarray, obj: np.ndarray) -> int:
+    """The shipped watch palette's reading of clean frames and of the box's first second."""
+    w = json.loads((bundle / "manifest.json").read_text()).get("watch_camera")
+    if w is None:
+        raise SystemExit(f"table: {bundle} has no watch_camera")
+    pl = w["palette"]
+    seen = P.decode(pl["seen"], pl["levels"])
+    uc = two(P.unseen_pixels(clean, seen, pl["levels"]))
+    uo = two(P.unseen_pixels(obj, seen, pl["levels"]))[:, 30:39].max(axis=1)
+    print(f"{bundle}: watch camera {w['camera']['name']}, palette of {pl['frames']} frames "
+          f"(decoded: {pl.get('decoded', 'recorder')}), grow {pl['grow']}, {int(seen.sum())} cells")
+    print("| clean, runtime: largest two-frame count | object's first second, runtime: two-frame count per episode |")
+    print("|---|---|")
+    print(f"| {int(uc.max())} | {', '.join(map(str, uo))} (least {min(uo)}) |")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--clean", required=True, type=Path)
@@ -51,8 +70,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--runtime-frames", type=Path,
                    help="build the palette from these frames as the runtime decodes them (a `frames` folder with "
                         "`decode`'s DIR.rgb beside it) instead of from --data's libjpeg-decoded demonstrations")
+    p.add_argument("--bundle-watch", type=Path,
+                   help="read the frames through this bundle's watch-camera palette as shipped (no grow rows)")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
+    if a.bundle_watch is not None:
+        return shipped_watch(a.bundle_watch, go(a.clean), go(a.object))
     if (a.data is None) == (a.runtime_frames is None):
         p.error("give the palette's frames: --data (demonstrations) or --runtime-frames, one of them")
     if a.runtime_frames is not None:

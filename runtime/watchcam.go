@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/energyflow/edge/camera"
+	"github.com/energyflow/edge/engines"
+)
+
+// watchCam is the bundle's watch camera (engines.WatchCameraSpec): a second
+// fixed camera that no graph reads. Its loop decodes each frame, counts the
+// pixels outside the watch palette, and stamps the capture time; the loop's
+// watchdog reads both beside the policy camera's (the older frame time, the
+// larger unseen count), so a watch camera that goes quiet stops the arm
+// (camera_stale) and something new in its view stops it too
+// (camera_unseen).
+type watchCam struct {
+	src     camera.SourceCloser
+	spec    engines.CameraSpec
+	palette *camera.Palette // nil: safety.watchdog.camera_unseen is 0, frames only keep it fresh
+	log     *slog.Logger
+	time    atomic.Int64 // unix nanos of the newest good frame (0: none yet)
+	unseen  atomic.Int64 // the smaller unseen count of the two newest frames
+	rebase  atomic.Int64 // unix nanos: a scene replaced on purpose; frames captured before it are skipped
+}
+
+// checkWatchCamera holds camera_watch to the bundle's watch camera: the
+// same camera, a V4L2 capture of its size, and a bundle that has one. A
+// bundle with a watch camera run without camera_watch is taken, with a
+// warning: what only that camera sees is not watched.
+func checkWatchCamera(cfg *Config, b *engines.Bundle, log *slog.Logger) error {
+	want := b.Manifest.WatchCamera
+	cw := cfg.CameraWatch
+	switch {
+	case want == nil && cw.Enabled:
+		return cfg.keyError("camera_watch.enabled", fmt.Errorf("true, but bundle %s has no watch camera (python -m energyflow.palette --watch writes one)", b.Dir))
+	case want == nil:
+		return nil
+	case !cw.Enabled:
+		log.Warn("the bundle names a watch camera, but camera_watch is off: what only that camera sees is not watched",
+			"bundle", b.Manifest.Name, "watch_camera", want.Camera.Name)
+		return nil
+	}
+	c := want.Camera
+	switch got := cw.Name; {
+	case got == "":
+		return cfg.keyError("camera_watch.name", fmt.Errorf("empty, but bundle %s's watch camera is %q (%d×%d): name the mounted camera", b.Dir, c.Name, c.Width, c.Height))
+	case got != c.Name:
+		return cfg.keyError("camera_watch.name", fmt.Errorf("%q, but bundle %s's watch camera is %q (%d×%d)", got, b.Dir, c.Name, c.Width, c.Height))
+	}
+	if s := cw.Config; (s.Source == "" || s.Source == camera.KindV4L2) && s.Width > 0 && (s.Width != c.Width || s.Height != c.Height) {
+		return cfg.keyError("camera_watch.width", fmt.Errorf("%d×%d, but bundle %s's watch camera %q was recorded at %d×%d", s.Width, s.Height, b.Dir, c.Name, c.Width, c.Height))
+	}
+	if cfg.Safety.Watchdog.CameraMaxAge <= 0 {
+		return cfg.keyError("safety.watchdog.camera_max_age", fmt.Errorf("0 turns the camera watchdog off, but camera_watch is on: set the oldest acceptable frame age (e.g. 250ms)"))
+	}
+	return nil
+}
+
+// openWatchCamera opens camera_watch for the bundle's watch camera (nil,
+// nil when it is off). With safety.watchdog.camera_unseen > 0 its frames
+// are read through the watch palette.
+func openWatchCamera(cfg *Config, m *engines.Manifest, log *slog.Logger) (*watchCam, error) {
+	if !cfg.CameraWatch.Enabled || m.WatchCamera == nil {
+		return nil, nil
+	}
+	w := &watchCam{spec: m.WatchCamera.Camera, log: log}
+	if cfg.Safety.Watchdog.CameraUnseen > 0 {
+		p, err := camera.DecodePalette(m.WatchCamera.Palette.Levels, m.WatchCamera.Palette.Seen)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: bundle watch_camera.palette: %w", err)
+		}
+		w.palette = p
+		log.Info("watch camera on: something new in its view stops the arm (camera_unseen)",
+			"camera", w.spec.Name, "pixels", cfg.Safety.Watchdog.CameraUnseen, "cells", p.Cells())
+	} else {
+		log.Warn("camera_watch is on, but safety.watchdog.camera_unseen is 0: its frames are only held to the watchdog's age", "camera", w.spec.Name)
+	}
+	src, err := camera.Open(cfg.CameraWatch.Config, log)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: camera_watch: %w", err)
+	}
+	w.src = src
+	return w, nil
+}
+
+// Time is the capture time of the newest good frame (zero: none yet).
+func (w *watchCam) Time() time.Time {
+	if n := w.time.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// Unseen is the smaller count of unseen pixels of the two newest frames
+// (0 until a frame of the current scene is in).
+func (w *watchCam) Unseen() int {
+	if w.rebase.Load() != 0 {
+		return 0
+	}
+	return int(w.unseen.Load())
+}
+
+// SceneReplaced skips the frames captured before now and starts the count
+// afresh: a new episode's scene.
+func (w *watchCam) SceneReplaced() { w.rebase.Store(time.Now().UnixNano()) }
+
+// run reads frames until ctx ends. Errors are logged (at most every 5 s)
+// and the source reconnects by itself; a frame that cannot be decoded or
+// is not the recorded size does not count as fresh, so the watchdog sees
+// the last good one age.
+func (w *watchCam) run(ctx context.Context) {
+	var f camera.Frame
+	var rgb camera.RGB
+	var dec camera.JPEGDecoder
+	var lastLog time.Time
+	prev := 0
+	warn := func(msg string, err error) {
+		if time.Since(lastLog) > 5*time.Second {
+			w.log.Warn(msg, "camera", w.spec.Name, "err", err)
+			lastLog = time.Now()
+		}
+	}
+	for ctx.Err() == nil {
+		if err := w.src.Read(ctx, &f); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			warn("watch camera", err)
+			if errors.Is(err, io.EOF) || errors.Is(err, camera.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if err := camera.ToRGB(&rgb, &f, &dec, camera.RangeLimited); err != nil {
+			warn("watch camera frame", err)
+			continue
+		}
+		if rgb.Width != w.spec.Width || rgb.Height != w.spec.Height {
+			warn("watch camera frame", fmt.Errorf("%dx%d, but the bundle's watch camera %q was recorded at %dx%d", rgb.Width, rgb.Height, w.spec.Name, w.spec.Width, w.spec.Height))
+			continue
+		}
+		if since := w.rebase.Load(); since != 0 {
+			// a frame of the old scene (a camera whose clock is not the
+			// wall clock is taken after a second)
+			if f.Time.UnixNano() <= since && time.Since(time.Unix(0, since)) < time.Second {
+				continue
+			}
+			prev = 0
+			w.unseen.Store(0)
+			w.rebase.CompareAndSwap(since, 0)
+		}
+		if w.palette != nil {
+			n := w.palette.Unseen(&rgb)
+			w.unseen.Store(int64(min(n, prev)))
+			prev = n
+		}
+		w.time.Store(f.Time.UnixNano())
+	}
+}
