@@ -19,7 +19,8 @@ import (
 // its hashes and can give the scores safety.energy asks of it (no energy
 // score of a diffusion policy, no state_energy without the state term), the
 // token file's folder exists, the tracking monitor (safety.tracking) has
-// the map's position signal to watch, the replay camera's frames
+// the map's position signal to watch, camera_watch matches the bundle's
+// watch camera, the replay cameras' frames
 // and the ONNX Runtime library exist, and a TensorRT backend is asked only
 // of a binary built with TensorRT. Every problem is reported, each with its
 // key and line.
@@ -36,8 +37,13 @@ func (c *Config) Check() error {
 	if c.Policy.Bundle != "" {
 		if b, err := engines.LoadBundle(c.Policy.Bundle); err != nil {
 			add("policy.bundle", err)
-		} else if _, err := safetyConfig(c, b, slog.New(slog.DiscardHandler)); err != nil {
-			errs = append(errs, err) // already names its key and line
+		} else {
+			if _, err := safetyConfig(c, b, slog.New(slog.DiscardHandler)); err != nil {
+				errs = append(errs, err) // already names its key and line
+			}
+			if err := checkWatchCamera(c, b, slog.New(slog.DiscardHandler)); err != nil {
+				errs = append(errs, err) // already names its key and line
+			}
 		}
 	}
 	if c.Policy.ONNXRuntimeLib != "" && c.Policy.Backend != "trt" {
@@ -67,6 +73,11 @@ func (c *Config) Check() error {
 			if err := mustExist(f, false); err != nil {
 				add("camera.replay.file", err)
 			}
+		}
+	}
+	if c.CameraWatch.Enabled && c.CameraWatch.Source == camera.KindReplay && c.CameraWatch.Replay.Dir != "" {
+		if err := mustExist(c.CameraWatch.Replay.Dir, true); err != nil {
+			add("camera_watch.replay.dir", err)
 		}
 	}
 	return errors.Join(errs...)

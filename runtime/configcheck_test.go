@@ -83,6 +83,12 @@ func TestConfigCheckFindsWhatCannotRun(t *testing.T) {
 			b = strings.Replace(b, filepath.Join(root, "examples", "maps", "metaworld.yaml"), p, 1)
 			return strings.Replace(b, "safety:\n", "safety:\n  tracking:\n    enabled: true\n", 1)
 		}, []string{"config.yaml:11: safety.tracking.enabled", "no position signal"}},
+		{"a watch camera on for a bundle without one", func(b, _ string) string {
+			return b + "camera_watch:\n  enabled: true\n  name: side\n  source: http\n  url: http://127.0.0.1:8090/watch\n"
+		}, []string{"camera_watch.enabled", "no watch camera"}},
+		{"a watch camera replaying a missing folder", func(b, dir string) string {
+			return b + "camera_watch:\n  enabled: true\n  name: side\n  source: replay\n  replay:\n    dir: " + filepath.Join(dir, "nope") + "\n"
+		}, []string{"camera_watch.replay.dir"}},
 		{"TensorRT asked of a build without it", func(b, _ string) string {
 			return strings.Replace(b, "policy:\n", "policy:\n  backend: trt\n", 1)
 		}, []string{"policy.backend", "built without TensorRT"}},
