@@ -15,6 +15,33 @@ import (
 // input whose cells all hold mark: 0xff, every colour seen; 0, none.
 func paletteBundle(t *testing.T, mark byte) string {
 	t.Helper()
+	return editedVisionBundle(t, func(m map[string]any) {
+		n := 0
+		for _, o := range m["obs"].([]any) {
+			if o := o.(map[string]any); o["kind"] == "image" {
+				o["palette"] = markedPalette(mark)
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d image inputs, want 1", n)
+		}
+	})
+}
+
+// markedPalette is a 16-level palette whose cells all hold mark.
+func markedPalette(mark byte) map[string]any {
+	seen := make([]byte, 512)
+	for i := range seen {
+		seen[i] = mark
+	}
+	return map[string]any{"levels": 16, "seen": base64.StdEncoding.EncodeToString(seen), "frames": 1}
+}
+
+// editedVisionBundle copies the vision test bundle with its manifest
+// edited by edit.
+func editedVisionBundle(t *testing.T, edit func(m map[string]any)) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "bundle")
 	if err := os.CopyFS(dir, os.DirFS(visionBundle(t))); err != nil {
 		t.Fatal(err)
@@ -28,20 +55,7 @@ func paletteBundle(t *testing.T, mark byte) string {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	seen := make([]byte, 512)
-	for i := range seen {
-		seen[i] = mark
-	}
-	n := 0
-	for _, o := range m["obs"].([]any) {
-		if o := o.(map[string]any); o["kind"] == "image" {
-			o["palette"] = map[string]any{"levels": 16, "seen": base64.StdEncoding.EncodeToString(seen), "frames": 1}
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d image inputs, want 1", n)
-	}
+	edit(m)
 	if b, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,7 @@ package runtime
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,34 +17,12 @@ import (
 // seen; 0, none.
 func watchBundle(t *testing.T, mark byte, w, h int) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "bundle")
-	if err := os.CopyFS(dir, os.DirFS(visionBundle(t))); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "manifest.json")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	seen := make([]byte, 512)
-	for i := range seen {
-		seen[i] = mark
-	}
-	m["watch_camera"] = map[string]any{
-		"camera":  map[string]any{"name": "side", "width": w, "height": h},
-		"palette": map[string]any{"levels": 16, "seen": base64.StdEncoding.EncodeToString(seen), "frames": 1},
-	}
-	if b, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return editedVisionBundle(t, func(m map[string]any) {
+		m["watch_camera"] = map[string]any{
+			"camera":  map[string]any{"name": "side", "width": w, "height": h},
+			"palette": markedPalette(mark),
+		}
+	})
 }
 
 // watchReplay points camera_watch at the test frames (160×120) as camera
