@@ -317,38 +317,48 @@ func TestPreprocessRejectsInconsistentRGB(t *testing.T) {
 }
 
 // TestFramesRuntimeGolden pins what the camera loop decodes from the
-// replay test frames (testdata/frames, 4:2:0 JPEG) to
-// testdata/frames_runtime.rgb: the frames one after another, raw RGB. The
+// replay test frames (testdata/frames, 160×120) and from an odd-sized one
+// (odd_97x95.jpg), all 4:2:0 JPEG, to testdata/frames_runtime.rgb and
+// odd_97x95_runtime.rgb: the frames one after another, raw RGB. The
 // training toolkit's palette decodes demonstration frames as the runtime
-// does and checks itself against this file (training/tests/test_palette.py).
-// UPDATE_GOLDEN=1 rewrites it.
+// does and checks itself against these files
+// (training/tests/test_palette.py). UPDATE_GOLDEN=1 rewrites them.
 func TestFramesRuntimeGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "frames", "*.jpg"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("test frames: %v (%d files)", err, len(files))
+	frames, err := filepath.Glob(filepath.Join("testdata", "frames", "*.jpg"))
+	if err != nil || len(frames) == 0 {
+		t.Fatalf("test frames: %v (%d files)", err, len(frames))
 	}
-	var got []byte
-	var rgb RGB
-	var dec JPEGDecoder
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		golden string
+		files  []string
+	}{
+		{"frames_runtime.rgb", frames},
+		{"odd_97x95_runtime.rgb", []string{filepath.Join("testdata", "odd_97x95.jpg")}},
+	} {
+		var got []byte
+		var rgb RGB
+		var dec JPEGDecoder
+		for _, name := range tc.files {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := Frame{Format: FormatMJPEG, Data: b}
+			if err := ToRGB(&rgb, &f, &dec, RangeLimited); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for y := 0; y < rgb.Height; y++ {
+				got = append(got, rgb.Pix[y*rgb.Stride:y*rgb.Stride+3*rgb.Width]...)
+			}
 		}
-		f := Frame{Format: FormatMJPEG, Data: b}
-		if err := ToRGB(&rgb, &f, &dec, RangeLimited); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		golden := filepath.Join("testdata", tc.golden)
+		if os.Getenv("UPDATE_GOLDEN") == "1" {
+			if err := os.WriteFile(golden, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		got = append(got, rgb.Pix[:3*rgb.Width*rgb.Height]...)
-	}
-	golden := filepath.Join("testdata", "frames_runtime.rgb")
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
+		if want := readFile(t, tc.golden); !bytes.Equal(got, want) {
+			t.Errorf("decoded %d frames (%d bytes) differ from %s (%d bytes)", len(tc.files), len(got), golden, len(want))
 		}
-	}
-	want := readFile(t, "frames_runtime.rgb")
-	if !bytes.Equal(got, want) {
-		t.Fatalf("decoded test frames (%d bytes) differ from %s (%d bytes)", len(got), golden, len(want))
 	}
 }

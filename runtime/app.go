@@ -314,7 +314,7 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 					return nil, fmt.Errorf("safety.watchdog.camera_unseen: %w", err)
 				}
 				switch {
-				case a.palette == nil && cfg.CameraWatch.Enabled && a.bundle.Manifest.WatchCamera != nil:
+				case a.palette == nil && cfg.CameraWatch.On() && a.bundle.Manifest.WatchCamera != nil:
 					log.Info("the bundle's image input has no palette: the unseen-colour check reads the watch camera alone", "bundle", a.bundle.Manifest.Name)
 				case a.palette == nil:
 					log.Warn("safety.watchdog.camera_unseen is set, but the bundle's image input has no palette (python -m energyflow.palette writes one): something new in view is not watched", "bundle", a.bundle.Manifest.Name)
@@ -335,18 +335,10 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		}
 	}
 	if w := a.watchCam; w != nil {
-		// The watchdog reads the older frame of the two cameras and the
-		// larger unseen count.
-		own := deps.CameraTime
-		deps.CameraTime = func() time.Time {
-			t := w.Time()
-			if own != nil {
-				if o := own(); o.IsZero() || o.Before(t) {
-					t = o
-				}
-			}
-			return t
-		}
+		// The watchdog reads the older frame of the two cameras, the older
+		// changed frame, and the larger unseen count.
+		deps.CameraTime = older(w.Time, deps.CameraTime)
+		deps.CameraChanged = older(w.Changed, deps.CameraChanged)
 		if w.palette != nil {
 			ownUnseen := deps.CameraUnseen
 			deps.CameraUnseen = func() int {
@@ -1030,6 +1022,20 @@ func imagePalette(m *engines.Manifest) (*camera.Palette, error) {
 		}
 	}
 	return nil, nil
+}
+
+// older returns a clock reading the older of watch's and own's times (own
+// nil: watch's alone); zero, none yet, is the oldest.
+func older(watch, own func() time.Time) func() time.Time {
+	return func() time.Time {
+		t := watch()
+		if own != nil {
+			if o := own(); o.IsZero() || o.Before(t) {
+				t = o
+			}
+		}
+		return t
+	}
 }
 
 // WatchesUnseen reports whether the unseen-colour check runs (safety

@@ -22,17 +22,16 @@ type Config struct {
 	Robot  RobotConfig  `yaml:"robot"`
 	Camera CameraConfig `yaml:"camera"`
 	// CameraWatch is the bundle's watch camera (engines.WatchCameraSpec):
-	// a second fixed camera the stop reads and the policy does not. Off
-	// by default.
-	CameraWatch CameraConfig    `yaml:"camera_watch"`
-	Policy      PolicyConfig    `yaml:"policy"`
-	Safety      safety.Config   `yaml:"safety"`
-	Telemetry   TelemetryConfig `yaml:"telemetry"`
-	Loop        LoopConfig      `yaml:"loop"`
-	Recording   RecordingConfig `yaml:"recording"`
-	Log         LogConfig       `yaml:"log"`
-	file        string          // where it was loaded from
-	lines       map[string]int  // key → line, for later errors
+	// a second fixed camera the stop reads and the policy does not.
+	CameraWatch WatchCameraConfig `yaml:"camera_watch"`
+	Policy      PolicyConfig      `yaml:"policy"`
+	Safety      safety.Config     `yaml:"safety"`
+	Telemetry   TelemetryConfig   `yaml:"telemetry"`
+	Loop        LoopConfig        `yaml:"loop"`
+	Recording   RecordingConfig   `yaml:"recording"`
+	Log         LogConfig         `yaml:"log"`
+	file        string            // where it was loaded from
+	lines       map[string]int    // key → line, for later errors
 }
 
 // RobotConfig is the arm: the Modbus connection and register map
@@ -51,6 +50,21 @@ type CameraConfig struct {
 	Enabled       bool `yaml:"enabled"`
 	camera.Config `yaml:",inline"`
 }
+
+// WatchCameraConfig is the bundle's watch camera (camera.Config, inline).
+// Enabled is unset by default: a bundle that names a watch camera is then
+// refused, so that nobody runs it without the check it was given unawares;
+// enabled: false runs it without, with a warning.
+type WatchCameraConfig struct {
+	Enabled       *bool `yaml:"enabled"`
+	camera.Config `yaml:",inline"`
+}
+
+// On reports whether the watch camera is on.
+func (w WatchCameraConfig) On() bool { return w.Enabled != nil && *w.Enabled }
+
+// Off reports whether it was turned off in so many words (enabled: false).
+func (w WatchCameraConfig) Off() bool { return w.Enabled != nil && !*w.Enabled }
 
 // PolicyConfig selects the bundle and how it is executed.
 type PolicyConfig struct {
@@ -184,7 +198,7 @@ func DefaultConfig() Config {
 	return Config{
 		Robot:       RobotConfig{Config: actuators.DefaultConfig(), State: []string{"observation"}},
 		Camera:      CameraConfig{Enabled: true, Config: camera.DefaultConfig()},
-		CameraWatch: CameraConfig{Config: camera.DefaultConfig()},
+		CameraWatch: WatchCameraConfig{Config: camera.DefaultConfig()},
 		Policy:      PolicyConfig{Backend: "ort"},
 		Safety:      safety.DefaultConfig(),
 		Telemetry:   TelemetryConfig{Enabled: true, Config: telemetry.DefaultConfig()},
@@ -264,7 +278,7 @@ func (c *Config) Validate() error {
 	if c.Camera.Enabled {
 		add("camera", c.Camera.Config.Validate())
 	}
-	if c.CameraWatch.Enabled {
+	if c.CameraWatch.On() {
 		add("camera_watch", c.CameraWatch.Config.Validate())
 	}
 	switch {

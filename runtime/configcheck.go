@@ -75,7 +75,7 @@ func (c *Config) Check() error {
 			}
 		}
 	}
-	if c.CameraWatch.Enabled && c.CameraWatch.Source == camera.KindReplay && c.CameraWatch.Replay.Dir != "" {
+	if c.CameraWatch.On() && c.CameraWatch.Source == camera.KindReplay && c.CameraWatch.Replay.Dir != "" {
 		if err := mustExist(c.CameraWatch.Replay.Dir, true); err != nil {
 			add("camera_watch.replay.dir", err)
 		}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,36 +17,48 @@ import (
 // watchCam is the bundle's watch camera (engines.WatchCameraSpec): a second
 // fixed camera that no graph reads. Its loop decodes each frame, counts the
 // pixels outside the watch palette, and stamps the capture time; the loop's
-// watchdog reads both beside the policy camera's (the older frame time, the
-// larger unseen count), so a watch camera that goes quiet stops the arm
-// (camera_stale) and something new in its view stops it too
-// (camera_unseen).
+// watchdog reads both beside the policy camera's (the older frame time and
+// the older changed frame, the larger unseen count), so a watch camera that
+// goes quiet (camera_stale) or repeats one frame while the arm moves
+// (camera_frozen) stops the arm, and something new in its view stops it too
+// (camera_unseen). A knocked watch camera is not noticed (camera_moved reads
+// the policy camera alone).
 type watchCam struct {
 	src     camera.SourceCloser
 	spec    engines.CameraSpec
 	palette *camera.Palette // nil: safety.watchdog.camera_unseen is 0, frames only keep it fresh
 	log     *slog.Logger
 	time    atomic.Int64 // unix nanos of the newest good frame (0: none yet)
+	changed atomic.Int64 // unix nanos of the newest good frame that differs from the one before it
 	unseen  atomic.Int64 // the smaller unseen count of the two newest frames
 	rebase  atomic.Int64 // unix nanos: a scene replaced on purpose; frames captured before it are skipped
+
+	// run's own, across its frames
+	prevUnseen int    // the previous frame's unseen count
+	prevPix    []byte // the previous frame's pixels, for the frozen-camera check
 }
 
 // checkWatchCamera holds camera_watch to the bundle's watch camera: the
-// same camera, a V4L2 capture of its size, and a bundle that has one. A
-// bundle with a watch camera run without camera_watch is taken, with a
-// warning: what only that camera sees is not watched.
+// same camera, a V4L2 capture of its size (a size left 0 is checked on the
+// frames), and a bundle that has one. A bundle with a watch camera is
+// refused while camera_watch says nothing, and taken with a warning when
+// it says enabled: false: what only that camera sees is then not watched.
 func checkWatchCamera(cfg *Config, b *engines.Bundle, log *slog.Logger) error {
 	want := b.Manifest.WatchCamera
 	cw := cfg.CameraWatch
 	switch {
-	case want == nil && cw.Enabled:
+	case want == nil && cw.On():
 		return cfg.keyError("camera_watch.enabled", fmt.Errorf("true, but bundle %s has no watch camera (python -m energyflow.palette --watch writes one)", b.Dir))
 	case want == nil:
 		return nil
-	case !cw.Enabled:
-		log.Warn("the bundle names a watch camera, but camera_watch is off: what only that camera sees is not watched",
+	case cw.Off():
+		log.Warn("the bundle names a watch camera, but camera_watch.enabled is false: what only that camera sees is not watched",
 			"bundle", b.Manifest.Name, "watch_camera", want.Camera.Name)
 		return nil
+	case !cw.On():
+		c := want.Camera
+		return cfg.keyError("camera_watch", fmt.Errorf("not configured, but bundle %s watches a second camera, %q (%d×%d), for what its own camera cannot see: configure it (enabled: true, name: %s, and its source), or write enabled: false to run without that check",
+			b.Dir, c.Name, c.Width, c.Height, c.Name))
 	}
 	c := want.Camera
 	switch got := cw.Name; {
@@ -67,7 +80,7 @@ func checkWatchCamera(cfg *Config, b *engines.Bundle, log *slog.Logger) error {
 // nil when it is off). With safety.watchdog.camera_unseen > 0 its frames
 // are read through the watch palette.
 func openWatchCamera(cfg *Config, m *engines.Manifest, log *slog.Logger) (*watchCam, error) {
-	if !cfg.CameraWatch.Enabled || m.WatchCamera == nil {
+	if !cfg.CameraWatch.On() || m.WatchCamera == nil {
 		return nil, nil
 	}
 	w := &watchCam{spec: m.WatchCamera.Camera, log: log}
@@ -107,6 +120,15 @@ func (w *watchCam) Unseen() int {
 	return int(w.unseen.Load())
 }
 
+// Changed is the capture time of the newest frame that differed from the
+// one before it (zero: none yet), for the frozen-camera check.
+func (w *watchCam) Changed() time.Time {
+	if n := w.changed.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // SceneReplaced skips the frames captured before now and starts the count
 // afresh: a new episode's scene.
 func (w *watchCam) SceneReplaced() { w.rebase.Store(time.Now().UnixNano()) }
@@ -120,7 +142,6 @@ func (w *watchCam) run(ctx context.Context) {
 	var rgb camera.RGB
 	var dec camera.JPEGDecoder
 	var lastLog time.Time
-	prev := 0
 	warn := func(msg string, err error) {
 		if time.Since(lastLog) > 5*time.Second {
 			w.log.Warn(msg, "camera", w.spec.Name, "err", err)
@@ -152,14 +173,18 @@ func (w *watchCam) run(ctx context.Context) {
 			if f.Time.UnixNano() <= since && time.Since(time.Unix(0, since)) < time.Second {
 				continue
 			}
-			prev = 0
+			w.prevUnseen = 0
 			w.unseen.Store(0)
 			w.rebase.CompareAndSwap(since, 0)
 		}
+		if !bytes.Equal(w.prevPix, rgb.Pix) {
+			w.prevPix = append(w.prevPix[:0], rgb.Pix...)
+			w.changed.Store(f.Time.UnixNano())
+		}
 		if w.palette != nil {
 			n := w.palette.Unseen(&rgb)
-			w.unseen.Store(int64(min(n, prev)))
-			prev = n
+			w.unseen.Store(int64(min(n, w.prevUnseen)))
+			w.prevUnseen = n
 		}
 		w.time.Store(f.Time.UnixNano())
 	}

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +30,8 @@ func watchBundle(t *testing.T, mark byte, w, h int) string {
 // watchReplay points camera_watch at the test frames (160×120) as camera
 // "side", looping or not.
 func watchReplay(c *Config, loop bool) {
-	c.CameraWatch.Enabled = true
+	on := true
+	c.CameraWatch.Enabled = &on
 	c.CameraWatch.Name = "side"
 	c.CameraWatch.Source = camera.KindReplay
 	c.CameraWatch.Replay.Dir = filepath.Join("..", "camera", "testdata", "frames")
@@ -109,7 +112,8 @@ func TestWatchCameraEndToEnd(t *testing.T) {
 // came; a bundle's watch camera left off is taken (with a warning).
 func TestWatchCameraMustMatchTheBundle(t *testing.T) {
 	spec := &engines.WatchCameraSpec{Camera: engines.CameraSpec{Name: "corner", Width: 96, Height: 96}}
-	on := func(c *Config) { c.CameraWatch.Enabled = true; c.CameraWatch.Name = "corner" }
+	yes, no := true, false
+	on := func(c *Config) { c.CameraWatch.Enabled = &yes; c.CameraWatch.Name = "corner" }
 	for _, c := range []struct {
 		name   string
 		spec   *engines.WatchCameraSpec
@@ -117,7 +121,8 @@ func TestWatchCameraMustMatchTheBundle(t *testing.T) {
 		errHas []string // empty: accepted
 	}{
 		{"neither", nil, func(c *Config) {}, nil},
-		{"bundle's left off", spec, func(c *Config) {}, nil},
+		{"bundle's turned off", spec, func(c *Config) { c.CameraWatch.Enabled = &no }, nil},
+		{"bundle's not configured", spec, func(c *Config) {}, []string{"camera_watch", "not configured", `"corner" (96×96)`, "enabled: false"}},
 		{"same camera", spec, on, nil},
 		{"http source, size checked on frames", spec, func(c *Config) { on(c); c.CameraWatch.Source = camera.KindHTTP; c.CameraWatch.Width = 640 }, nil},
 		{"bundle has none", nil, on, []string{"camera_watch.enabled", "no watch camera", "energyflow.palette --watch"}},
@@ -151,5 +156,87 @@ func TestWatchCameraMustMatchTheBundle(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// scriptedFrames is a double of a camera: it delivers its frames in order,
+// each once, then io.EOF.
+type scriptedFrames struct{ frames []camera.Frame }
+
+func (s *scriptedFrames) Read(ctx context.Context, f *camera.Frame) error {
+	if len(s.frames) == 0 {
+		return io.EOF
+	}
+	*f, s.frames = s.frames[0], s.frames[1:]
+	return nil
+}
+func (s *scriptedFrames) Info() camera.Info              { return camera.Info{} }
+func (s *scriptedFrames) Halt(ctx context.Context) error { return nil }
+func (s *scriptedFrames) Close() error                   { return nil }
+
+// The watch loop on scripted frames: the unseen count is the smaller of the
+// two newest frames; after a scene replaced on purpose, frames captured
+// before it are skipped and the count starts afresh; the changed time
+// moves only when a frame differs from the one before it.
+func TestWatchCamLoop(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "camera", "testdata", "frames", "*.jpg"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("test frames: %v (%d)", err, len(files))
+	}
+	jpg := func(i int) []byte {
+		b, err := os.ReadFile(files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	none, err := camera.NewPalette(16, make([]byte, 512)) // no colour seen: every pixel counts
+	if err != nil {
+		t.Fatal(err)
+	}
+	const px = 160 * 120
+	t0 := time.Now().Add(-time.Minute)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	frame := func(i, s int) camera.Frame {
+		return camera.Frame{Format: camera.FormatMJPEG, Data: jpg(i), Time: at(s)}
+	}
+	run := func(w *watchCam, frames ...camera.Frame) {
+		w.src = &scriptedFrames{frames: frames}
+		w.run(context.Background()) // returns at io.EOF
+	}
+	w := &watchCam{spec: engines.CameraSpec{Name: "side", Width: 160, Height: 120}, palette: none, log: slog.New(slog.DiscardHandler)}
+	run(w, frame(0, 1))
+	if got := w.Unseen(); got != 0 {
+		t.Fatalf("one frame in: unseen %d, want 0 (two frames running)", got)
+	}
+	run(w, frame(0, 2))
+	if got := w.Unseen(); got != px {
+		t.Fatalf("two frames in: unseen %d, want %d", got, px)
+	}
+	if !w.Time().Equal(at(2)) || !w.Changed().Equal(at(1)) {
+		t.Fatalf("time %v changed %v, want the second frame's and the first's (the same picture twice)", w.Time(), w.Changed())
+	}
+	run(w, frame(1, 3))
+	if !w.Changed().Equal(at(3)) {
+		t.Fatalf("changed %v after another picture, want %v", w.Changed(), at(3))
+	}
+	// A scene replaced now: the old scene's frames are skipped and read 0;
+	// the new scene's first frame counts alone (0), its second both.
+	w.SceneReplaced()
+	if got := w.Unseen(); got != 0 {
+		t.Fatalf("after a scene change: unseen %d, want 0", got)
+	}
+	run(w, frame(0, 4))
+	if got := w.Unseen(); got != 0 || !w.Time().Equal(at(3)) {
+		t.Fatalf("a frame of the old scene: unseen %d, time %v; want 0 and the last good frame's", got, w.Time())
+	}
+	late := time.Now().Add(time.Second)
+	run(w, camera.Frame{Format: camera.FormatMJPEG, Data: jpg(0), Time: late})
+	if got := w.Unseen(); got != 0 || !w.Time().Equal(late) {
+		t.Fatalf("the new scene's first frame: unseen %d, time %v; want 0, %v", got, w.Time(), late)
+	}
+	run(w, camera.Frame{Format: camera.FormatMJPEG, Data: jpg(0), Time: late.Add(time.Second)})
+	if got := w.Unseen(); got != px {
+		t.Fatalf("the new scene's second frame: unseen %d, want %d", got, px)
 	}
 }

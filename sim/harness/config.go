@@ -30,11 +30,12 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	c.Camera.Source = "http"
 	c.Camera.URL = b.StreamURL()
 	c.Camera.Name = f.CameraName // the camera the bridge renders (StartBridge)
-	if f.WatchCamera != "" {
+	on := f.WatchCamera != ""
+	c.CameraWatch.Enabled = &on // off: the bundle has none, or --watch-camera off
+	if on {
 		if b.Watch == "" {
 			return nil, fmt.Errorf("sim: the bundle's watch camera %q, but the bridge serves none (started without it)", f.WatchCamera)
 		}
-		c.CameraWatch.Enabled = true
 		c.CameraWatch.Source = "http"
 		c.CameraWatch.URL = b.Watch
 		c.CameraWatch.Name = f.WatchCamera

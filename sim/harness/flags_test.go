@@ -320,7 +320,7 @@ func TestWatchCamera(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cw := cfg.CameraWatch; cw.Enabled != (tc.watch != "") || tc.watch != "" && (cw.Name != tc.watch || cw.URL != tc.bridge.Watch) {
+			if cw := cfg.CameraWatch; cw.On() != (tc.watch != "") || cw.Enabled == nil || tc.watch != "" && (cw.Name != tc.watch || cw.URL != tc.bridge.Watch) {
 				t.Errorf("camera_watch %+v, want camera %q at %s", cw, tc.watch, tc.bridge.Watch)
 			}
 			if got := cfg.Safety.Watchdog.CameraUnseen; got != tc.unseen {

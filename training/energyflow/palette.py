@@ -119,17 +119,22 @@ def runtime_rgb(jpeg: bytes) -> np.ndarray:
         raise PaletteError(f"a {im.format} {im.mode} frame: want a colour JPEG")
     sampling = JpegImagePlugin.get_sampling(im)
     if sampling not in (0, 2):
-        raise PaletteError(f"JPEG chroma subsampling {({1: '4:2:2'}).get(sampling, sampling)}: "
-                           "decoded as the runtime does only for 4:2:0 and 4:4:4")
+        layout = {1: "4:2:2"}.get(sampling, "other than 4:4:4, 4:2:2 or 4:2:0 (sampling factors " +
+                                  ", ".join(f"{h}x{v}" for _, h, v, _ in getattr(im, "layer", [])) + ")")
+        raise PaletteError(f"JPEG chroma subsampling {layout}: decoded as the runtime does only for 4:2:0 and 4:4:4")
     w, h = im.size
     im.draft("YCbCr", (w, h))
     ycc = np.asarray(im, dtype=np.int64)
     if sampling == 2:
+        # libjpeg scales by 1/2 when asked for at most half the size; the chroma planes,
+        # ceil(w/2) x ceil(h/2), then decode unscaled
         half = Image.open(io.BytesIO(jpeg))
-        half.draft("YCbCr", ((w + 1) // 2, (h + 1) // 2))
+        half.draft("YCbCr", (max(1, w // 2), max(1, h // 2)))
         c = np.asarray(half, dtype=np.int64)
-        if c.shape[:2] != ((h + 1) // 2, (w + 1) // 2):
-            raise PaletteError(f"a {w}x{h} 4:2:0 frame whose chroma decodes at {c.shape[1]}x{c.shape[0]}")
+        want = ((h + 1) // 2, (w + 1) // 2)
+        if c.shape[:2] != want:
+            raise PaletteError(f"a {w}x{h} 4:2:0 frame: its chroma planes decoded at {c.shape[1]}x{c.shape[0]}, "
+                               f"expected {want[1]}x{want[0]}")
         c = np.repeat(np.repeat(c, 2, axis=0), 2, axis=1)[:h, :w]
         ycc = np.concatenate([ycc[..., :1], c[..., 1:]], axis=-1)
     yy = (ycc[..., 0] << 16) + _HALF
@@ -187,7 +192,11 @@ def build(bundle: str | Path, data: str | Path, levels: int = 16, grow: int = 1,
         elif spec.get("name") and name is not None and name != spec["name"]:
             raise PaletteError(f"{data}: recorded with camera {name!r}, the bundle's is {spec['name']!r}")
         keys = sorted(f["data"].keys(), key=lambda k: int(k.rsplit("_", 1)[-1]))
-        decoded = "runtime" if keys and f"{cam['name']}_jpeg" in f["data"][keys[0]]["obs"] else "recorder"
+        with_jpeg = sum(f"{cam['name']}_jpeg" in f["data"][k]["obs"] for k in keys)
+        if 0 < with_jpeg < len(keys):
+            raise PaletteError(f"{data}: {with_jpeg} of {len(keys)} demonstrations keep their JPEG frames "
+                               f"(obs/{cam['name']}_jpeg): record them alike")
+        decoded = "runtime" if with_jpeg else "recorder"
         if len(keys) < 2:
             raise PaletteError(f"{data}: {len(keys)} demonstrations, want at least 2")
         n_held = int(round(held_out * len(keys)))

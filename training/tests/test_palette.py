@@ -151,6 +151,10 @@ def test_runtime_rgb_decodes_as_the_runtime_does():
     d, dl = np.abs(ours - golden), np.abs(libjpeg - golden)
     assert d.max() <= 3 and (d > 0).mean() < 0.05, (d.max(), (d > 0).mean())
     assert dl.max() > 20 and (dl > 0).mean() > 0.2  # what the recorder's decoding differs by
+    odd = ROOT / "camera" / "testdata" / "odd_97x95.jpg"  # odd sizes: the last chroma sample covers one pixel
+    golden = np.fromfile(ROOT / "camera" / "testdata" / "odd_97x95_runtime.rgb", np.uint8).reshape(95, 97, 3)
+    d = np.abs(P.runtime_rgb(odd.read_bytes()).astype(int) - golden)
+    assert d.max() <= 3 and (d > 0).mean() < 0.05, (d.max(), (d > 0).mean())
 
 
 def test_runtime_rgb_refuses_what_it_cannot_decode_as_the_runtime():
@@ -200,3 +204,7 @@ def test_build_decodes_the_jpeg_frames_as_the_runtime_does(tmp_path):
     seen = P.decode(block["seen"], 16)
     assert seen[P.cell_index(P.runtime_rgb(jpeg(_frame()).tobytes()), 16)].all()
     assert not seen[P.cell_index(np.zeros(3, np.uint8), 16)]  # the recorded pixels were not read
+    with h5py.File(tmp_path / "d.hdf5", "a") as f:  # demonstrations recorded two ways are refused
+        del f["data/demo_3/obs/camera_jpeg"]
+    with pytest.raises(P.PaletteError, match="3 of 4 demonstrations keep their JPEG frames"):
+        P.build(b, tmp_path / "d.hdf5", watch=True)
