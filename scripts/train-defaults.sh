@@ -200,8 +200,8 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --trips-per-hour 1 \
         --seed 60000 --rate 10 "${k[@]}" --json "$run/calibrate.json"
       # the colours its 800 cover scenes showed, for the unseen-colour stop (safety
-      # watchdog.camera_unseen); DrawerOpen's and Hammer's 200 demonstrations leave too
-      # many of the runtime's colours unseen, so they have none (docs/camera-policy.md,
+      # watchdog.camera_unseen); DrawerOpen's and Hammer's top views hide a new thing
+      # under the arm, so they watch a second camera instead (below; docs/camera-policy.md,
       # "Unseen colours")
       (cd training && ../$py -m energyflow.palette --bundle "$dest" --data "../$cover" --grow 1)
     elif [ "$policy" = camera ]; then
@@ -213,6 +213,17 @@ if [ "$policy" = camera ] || [ "$policy" = camera-dp ]; then
       # research/camera/hammer-hours, whose READMEs have the commands)
       ./bin/energyflow sim calibrate --bundle "$dest" --task "$task" --score state_energy --alpha 0.05 \
         --episodes 60 --seed 3000 --rate 20 "${k[@]}" --json "$run/calibrate.json"
+      # a watch camera for the unseen-colour stop, where the arm hides a new thing from the
+      # top view: the policy's 200 demonstration episodes recorded again from a second fixed
+      # camera, their frames' JPEGs decoded as the runtime does (docs/safety.md, "Watch camera";
+      # WATCH=NAME picks another camera, WATCH=none leaves it out)
+      case "$task" in hammer) watch=${WATCH:-corner} ;; drawer-open) watch=${WATCH:-corner4} ;; *) watch=${WATCH:-none} ;; esac
+      if [ "$watch" != none ]; then
+        wdemos=build/demos/$task-$watch-watch.hdf5
+        [ -f "$wdemos" ] || $py -m sim.record --task "$task" --episodes 200 --seed 0 --camera --camera-name "$watch" \
+          --out "$wdemos" --no-progress
+        (cd training && ../$py -m energyflow.palette --bundle "$dest" --data "../$wdemos" --watch --grow 1)
+      fi
     fi
     ./bin/energyflow bundle verify "$dest"
   done
