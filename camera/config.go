@@ -240,6 +240,11 @@ func (c Config) yuvRange() YUVRange {
 	return RangeLimited
 }
 
+// Range is the YUV range a YUYV frame of this camera is converted with
+// (yuv_range; limited when unset). JPEG frames are full range whatever it
+// says.
+func (c Config) Range() YUVRange { return c.WithDefaults().yuvRange() }
+
 // PipelineOptions returns the pipeline options the config implies.
 func (c Config) PipelineOptions() []PipelineOption {
 	return []PipelineOption{WithYUVRange(c.WithDefaults().yuvRange())}

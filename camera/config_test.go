@@ -115,3 +115,14 @@ func TestV4L2MissingDevice(t *testing.T) {
 		t.Errorf("by-id open: %v", err)
 	}
 }
+
+func TestConfigRange(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want YUVRange
+	}{{"", RangeLimited}, {"limited", RangeLimited}, {"full", RangeFull}} {
+		if got := (Config{YUVRange: tc.set}).Range(); got != tc.want {
+			t.Errorf("yuv_range %q: Range %v, want %v", tc.set, got, tc.want)
+		}
+	}
+}

@@ -724,7 +724,7 @@ func (a *App) cameraLoop(ctx context.Context) {
 	var dec camera.JPEGDecoder
 	var prev []byte // the previous frame's pixels, for the frozen-camera check
 	var lastLog time.Time
-	rng := camera.RangeLimited
+	rng := a.cfg.Camera.Range() // camera.yuv_range, for YUYV frames
 	warn := func(msg string, err error) {
 		if time.Since(lastLog) > 5*time.Second {
 			a.log.Warn(msg, "err", err)

@@ -25,6 +25,7 @@ import (
 // the policy camera alone).
 type watchCam struct {
 	src     camera.SourceCloser
+	rng     camera.YUVRange // camera_watch.yuv_range, for YUYV frames
 	spec    engines.CameraSpec
 	palette *camera.Palette // nil: safety.watchdog.camera_unseen is 0, frames only keep it fresh
 	log     *slog.Logger
@@ -83,7 +84,7 @@ func openWatchCamera(cfg *Config, m *engines.Manifest, log *slog.Logger) (*watch
 	if !cfg.CameraWatch.On() || m.WatchCamera == nil {
 		return nil, nil
 	}
-	w := &watchCam{spec: m.WatchCamera.Camera, log: log}
+	w := &watchCam{spec: m.WatchCamera.Camera, log: log, rng: cfg.CameraWatch.Range()}
 	if cfg.Safety.Watchdog.CameraUnseen > 0 {
 		p, err := camera.DecodePalette(m.WatchCamera.Palette.Levels, m.WatchCamera.Palette.Seen)
 		if err != nil {
@@ -159,7 +160,7 @@ func (w *watchCam) run(ctx context.Context) {
 			}
 			continue
 		}
-		if err := camera.ToRGB(&rgb, &f, &dec, camera.RangeLimited); err != nil {
+		if err := camera.ToRGB(&rgb, &f, &dec, w.rng); err != nil {
 			warn("watch camera frame", err)
 			continue
 		}
