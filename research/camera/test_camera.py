@@ -129,3 +129,24 @@ def test_visible_counts_the_box_and_refuses_other_scenes():
     other[1, 3, 0, 0, 1] = 255                      # a different scene before the onset
     with pytest.raises(SystemExit, match="before the onset"):
         visible.changed(other, base)
+
+
+def test_watch_hours_counts_the_watch_cameras_reading(tmp_path, capsys):
+    import json
+
+    from research.camera import watch_hours as W
+
+    lane = tmp_path / "lane-a"
+    lane.mkdir()
+    results = [{"stop_kind": "camera_unseen"}, {}]
+    (lane / "hammer_100.json").write_text(json.dumps({"bundle": "b", "task": "hammer", "rate_hz": 20, "episodes": 2,
+                                                     "successes": 1, "inference_p50_ms": 60.0, "results": results}))
+    ticks = [{"state": "STOPPED", "camera_unseen": 9}] + [{"state": "RUNNING", "camera_unseen": u} for u in (0, 0, 7)]
+    (lane / "hammer_100.jsonl").write_text("".join(json.dumps(t) + "\n" for t in ticks))
+    out = tmp_path / "s.json"
+    assert W.main([str(lane), "--json", str(out)]) == 0
+    s = json.loads(out.read_text())
+    assert s["chunks"][0]["running_ticks"] == 3 and s["chunks"][0]["camera_unseen"] == {"0": 2, "7": 1}
+    assert "| hammer | 1 | 0.000 | 1/2 [" in capsys.readouterr().out
+    assert W.main(["--table", str(out)]) == 0
+    assert "camera_unseen 1 | 3 of 3 | 7 |" in capsys.readouterr().out
