@@ -1,6 +1,7 @@
 """What the issue's join statistic gives where there is no join: the same largest-of-N, at ticks inside chunks.
 
-    .venv/bin/python -m research.rtc.joins_null TRACES.jsonl ...   (sim eval --scores traces)
+    .venv/bin/python -m research.rtc.joins_null TRACES.jsonl[.gz] ...   (sim eval --scores traces)
+    .venv/bin/python -m research.rtc.joins_null --pack OUT.jsonl.gz TRACES.jsonl   (keep the fields it reads)
 
 Issue 51's measure of how chunks join is, per episode, the largest change of
 the commanded velocity at a chunk boundary (the tick that runs a new chunk's
@@ -19,6 +20,7 @@ too.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,19 +99,41 @@ def summarize(eps: Iterable[Episode], offset: Optional[int] = None) -> dict:
             "median_boundary_ratio": median(median(e.boundary) for e in eps) / inside}
 
 
+#: the trace fields this reads (--pack keeps only these)
+FIELDS = ("episode", "tick", "state", "chunk", "chunk_first", "command")
+
+
+def _open(f: Path):
+    return gzip.open(f, "rt") if f.suffix == ".gz" else open(f)
+
+
+def pack(src: Path, out: Path) -> None:
+    """src's trace with only FIELDS, gzip-compressed: small enough to track."""
+    with _open(src) as fi, gzip.open(out, "wt") as fo:
+        for line in fi:
+            d = json.loads(line)
+            fo.write(json.dumps({k: d[k] for k in FIELDS if k in d}, separators=(",", ":")) + "\n")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("traces", nargs="+", type=Path, help="sim eval --scores JSONL files")
     p.add_argument("--offset", type=int, default=None, help="ticks after a boundary (default: half the median chunk run)")
+    p.add_argument("--pack", type=Path, help="write the one trace given, cut to the fields read and gzipped, here")
     a = p.parse_args(argv)
+    if a.pack is not None:
+        if len(a.traces) != 1:
+            p.error("--pack takes one trace")
+        pack(a.traces[0], a.pack)
+        return 0
     print("| traces | episodes | chunk run (median ticks) | boundaries / episode (median) | largest boundary / median inside | "
           "largest pseudo-boundary / median inside | median boundary / median inside |")
     print("|---|---|---|---|---|---|---|")
     for f in a.traces:
-        with open(f) as fh:
+        with _open(f) as fh:
             s = summarize(episodes(fh).values(), a.offset)
         lp = f"×{s['largest_pseudo_ratio']:.1f}" if s["largest_pseudo_ratio"] is not None else "–"
-        print(f"| {f.name} | {s['episodes']} | {s['chunk_run_median']} | {s['boundaries_median']} | "
+        print(f"| {f.name.split('.')[0]} | {s['episodes']} | {s['chunk_run_median']} | {s['boundaries_median']} | "
               f"×{s['largest_boundary_ratio']:.1f} | {lp} (offset {s['offset']}) | ×{s['median_boundary_ratio']:.1f} |")
     return 0
 

@@ -37,4 +37,15 @@ def test_main_prints_a_row_per_file(tmp_path, capsys):
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(_trace(0.3)) + "\n")
     assert J.main([str(f)]) == 0
-    assert "| t.jsonl | 3 | 8 |" in capsys.readouterr().out
+    assert "| t | 3 | 8 |" in capsys.readouterr().out
+
+
+def test_pack_keeps_what_it_reads(tmp_path, capsys):
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(_trace(0.3)) + "\n")
+    assert J.main([str(f), "--pack", str(tmp_path / "t.jsonl.gz")]) == 0
+    capsys.readouterr()
+    J.main([str(f)])
+    plain = capsys.readouterr().out
+    J.main([str(tmp_path / "t.jsonl.gz")])
+    assert capsys.readouterr().out == plain
