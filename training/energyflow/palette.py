@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Sequence
 
 import numpy as np
+from PIL import Image, JpegImagePlugin
 
 from .bundle import BundleError, read_manifest, write_manifest
 
@@ -112,8 +113,6 @@ def runtime_rgb(jpeg: bytes) -> np.ndarray:
     inverse DCTs' rounding, a level or so on a few per cent of the values. Baseline 4:2:0
     and 4:4:4 frames (what MJPEG cameras and the simulator send); others are refused.
     """
-    from PIL import Image, JpegImagePlugin  # Pillow: the demonstrations' own decoder
-
     im = Image.open(io.BytesIO(jpeg))
     if im.format != "JPEG" or im.mode != "RGB":
         raise PaletteError(f"a {im.format} {im.mode} frame: want a colour JPEG")
