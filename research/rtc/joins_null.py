@@ -43,18 +43,19 @@ def _dist(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def episodes(lines: Iterable[str]) -> Dict[int, Episode]:
-    """One trace file's episodes: their running ticks split as runtime.joinMeter splits them."""
+    """A trace's episodes (by seed, so that traces may be concatenated): their running ticks
+    split as runtime.joinMeter splits them."""
     out: Dict[int, Episode] = {}
     prev: Optional[dict] = None
     run = 0
     for line in lines:
         d = json.loads(line)
-        ep = out.setdefault(int(d["episode"]), Episode())
+        ep = out.setdefault(int(d.get("seed", d["episode"])), Episode())  # seeds tell apart chunks' episodes
         running = d.get("state") == "RUNNING" and d.get("command") is not None
         if not running:
             prev = None
             continue
-        if prev is not None and prev["episode"] == d["episode"] and d.get("chunk", -1) >= 0:
+        if prev is not None and prev.get("seed") == d.get("seed") and prev["episode"] == d["episode"] and d.get("chunk", -1) >= 0:
             c = _dist(d["command"], prev["command"])
             if d.get("chunk_first"):
                 ep.boundary.append(c)
