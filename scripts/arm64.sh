@@ -86,7 +86,8 @@ build() {
 # The emulated test runs: "package|flags" (flags split at spaces). Each line
 # is one process, bounded by ARM64_TIMEOUT: the slow tests under qemu
 # (engines' Python parity, 15 to 60 s; runtime's end-to-end tests, 35 to
-# 60 s; its unseen-colour stack, three vision stacks, over 75 s) run apart
+# 60 s; its unseen-colour stack, three vision stacks, over 75 s; its watch
+# camera's four, in two runs of two) run apart
 # from the rest of their package, and the -test.skip line
 # of a package runs all its other tests, so a renamed test still runs.
 full_tests=(
@@ -101,7 +102,9 @@ full_tests=(
   "runtime|-test.run=^TestEndToEndImagePolicy$"
   "runtime|-test.run=^TestLoopRefusesMismatchedBundle$"
   "runtime|-test.run=^TestCameraUnseenEndToEnd$"
-  "runtime|-test.skip=^(TestEndToEnd|TestEndToEndImagePolicy|TestLoopRefusesMismatchedBundle|TestCameraUnseenEndToEnd)$"
+  "runtime|-test.run=^TestWatchCameraEndToEnd$/^(every_colour_seen|no_colour_seen)$"
+  "runtime|-test.run=^TestWatchCameraEndToEnd$/^(another_frame_size|goes_quiet)$"
+  "runtime|-test.skip=^(TestEndToEnd|TestEndToEndImagePolicy|TestLoopRefusesMismatchedBundle|TestCameraUnseenEndToEnd|TestWatchCameraEndToEnd)$"
   "runtime/record|"
 )
 # --quick: the Python parity tests, the zero-allocation tests, safety.
