@@ -18,20 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from math import sqrt
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson 95 % interval of k successes in n."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = p + z * z / (2 * n)
-    r = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (c - r) / d, (c + r) / d
+from energyflow.stats import wilson
 
 
 def chunk(summary: Path) -> Dict[str, Any]:
