@@ -336,7 +336,8 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 	if w := a.watchCam; w != nil {
 		// The watchdog reads the older frame of the two cameras, the older
-		// changed frame, and the larger unseen count.
+		// changed frame, the larger unseen count and the larger moved
+		// fraction.
 		deps.CameraTime = older(w.Time, deps.CameraTime)
 		deps.CameraChanged = older(w.Changed, deps.CameraChanged)
 		if w.palette != nil {
@@ -347,6 +348,16 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 					n = max(n, ownUnseen())
 				}
 				return n
+			}
+		}
+		if w.view != nil {
+			ownMoved := deps.CameraMoved
+			deps.CameraMoved = func() float64 {
+				f := w.Moved()
+				if ownMoved != nil {
+					f = max(f, ownMoved())
+				}
+				return f
 			}
 		}
 		ownReplaced := deps.SceneReplaced

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -21,22 +22,28 @@ import (
 // the older changed frame, the larger unseen count), so a watch camera that
 // goes quiet (camera_stale) or repeats one frame while the arm moves
 // (camera_frozen) stops the arm, and something new in its view stops it too
-// (camera_unseen). A knocked watch camera is not noticed (camera_moved reads
-// the policy camera alone).
+// (camera_unseen). With safety.watchdog.camera_moved set, its own view
+// check (camera.ViewWatch) tells when it is knocked or turned, and the
+// watchdog's camera_moved reads the larger of both cameras' fractions: a
+// watch camera facing away would otherwise go on counting only what it
+// sees, and see nothing new.
 type watchCam struct {
 	src     camera.SourceCloser
 	rng     camera.YUVRange // camera_watch.yuv_range, for YUYV frames
 	spec    engines.CameraSpec
-	palette *camera.Palette // nil: safety.watchdog.camera_unseen is 0, frames only keep it fresh
+	palette *camera.Palette   // nil: safety.watchdog.camera_unseen is 0, frames only keep it fresh
+	view    *camera.ViewWatch // nil: safety.watchdog.camera_moved is 0
 	log     *slog.Logger
-	time    atomic.Int64 // unix nanos of the newest good frame (0: none yet)
-	changed atomic.Int64 // unix nanos of the newest good frame that differs from the one before it
-	unseen  atomic.Int64 // the smaller unseen count of the two newest frames
-	rebase  atomic.Int64 // unix nanos: a scene replaced on purpose; frames captured before it are skipped
+	time    atomic.Int64  // unix nanos of the newest good frame (0: none yet)
+	changed atomic.Int64  // unix nanos of the newest good frame that differs from the one before it
+	unseen  atomic.Int64  // the smaller unseen count of the two newest frames
+	moved   atomic.Uint64 // float64 bits: the view check's moved fraction (0: not moved)
+	rebase  atomic.Int64  // unix nanos: a scene replaced on purpose; frames captured before it are skipped
 
 	// run's own, across its frames
 	prevUnseen int    // the previous frame's unseen count
 	prevPix    []byte // the previous frame's pixels, for the frozen-camera check
+	wasMoved   bool   // the view check said moved for the previous frame
 }
 
 // checkWatchCamera holds camera_watch to the bundle's watch camera: the
@@ -94,7 +101,15 @@ func openWatchCamera(cfg *Config, m *engines.Manifest, log *slog.Logger) (*watch
 		log.Info("watch camera on: something new in its view stops the arm (camera_unseen)",
 			"camera", w.spec.Name, "pixels", cfg.Safety.Watchdog.CameraUnseen, "cells", p.Cells())
 	} else {
-		log.Warn("camera_watch is on, but safety.watchdog.camera_unseen is 0: its frames are only held to the watchdog's age", "camera", w.spec.Name)
+		log.Warn("camera_watch is on, but safety.watchdog.camera_unseen is 0: something new in its view is not watched", "camera", w.spec.Name)
+	}
+	if trig := cfg.Safety.Watchdog.CameraMoved; trig > 0 {
+		v, err := camera.NewViewWatch(camera.ViewWatchConfig{Trigger: trig})
+		if err != nil {
+			return nil, fmt.Errorf("runtime: safety.watchdog.camera_moved: %w", err)
+		}
+		w.view = v
+		log.Info("watch camera view check on: a knocked or turned watch camera stops the arm (camera_moved)", "camera", w.spec.Name, "trigger", trig)
 	}
 	src, err := camera.Open(cfg.CameraWatch.Config, log)
 	if err != nil {
@@ -119,6 +134,16 @@ func (w *watchCam) Unseen() int {
 		return 0
 	}
 	return int(w.unseen.Load())
+}
+
+// Moved is the fraction of the watch camera's steady image tiles that
+// changed at once and still differ (camera.ViewStatus.Fraction; 0: not
+// moved, or a new scene whose first frame is not in yet).
+func (w *watchCam) Moved() float64 {
+	if w.rebase.Load() != 0 {
+		return 0
+	}
+	return math.Float64frombits(w.moved.Load())
 }
 
 // Changed is the capture time of the newest frame that differed from the
@@ -176,6 +201,10 @@ func (w *watchCam) run(ctx context.Context) {
 			}
 			w.prevUnseen = 0
 			w.unseen.Store(0)
+			if w.view != nil {
+				w.view.Rebase() // the new scene's first frame is every tile's reference
+				w.moved.Store(0)
+			}
 			w.rebase.CompareAndSwap(since, 0)
 		}
 		if !bytes.Equal(w.prevPix, rgb.Pix) {
@@ -187,6 +216,25 @@ func (w *watchCam) run(ctx context.Context) {
 			w.unseen.Store(int64(min(n, w.prevUnseen)))
 			w.prevUnseen = n
 		}
+		if w.view != nil {
+			w.observeView(&rgb)
+		}
 		w.time.Store(f.Time.UnixNano())
 	}
+}
+
+// observeView runs the watch camera's view check on a frame and logs when
+// its view moves and when it comes back, naming the camera: the stop's own
+// reason (camera_moved) does not say which of the two cameras it was.
+func (w *watchCam) observeView(rgb *camera.RGB) {
+	st := w.view.Observe(rgb)
+	w.moved.Store(math.Float64bits(st.Fraction()))
+	switch {
+	case st.Moved && !w.wasMoved:
+		w.log.Warn("watch camera's view moved: knocked or turned (camera_moved); put it back where it was",
+			"camera", w.spec.Name, "tiles_differ", st.Differ, "of", st.Of)
+	case !st.Moved && w.wasMoved:
+		w.log.Info("watch camera's view is back", "camera", w.spec.Name)
+	}
+	w.wasMoved = st.Moved
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	stdpng "image/png"
 	"io"
 	"log/slog"
 	"os"
@@ -238,5 +239,70 @@ func TestWatchCamLoop(t *testing.T) {
 	run(w, camera.Frame{Format: camera.FormatMJPEG, Data: jpg(0), Time: late.Add(time.Second)})
 	if got := w.Unseen(); got != px {
 		t.Fatalf("the new scene's second frame: unseen %d, want %d", got, px)
+	}
+}
+
+// TestWatchCamViewMoved: with camera_moved set, the watch camera's own view
+// check reports a knock (the simulator's camera_shift frames of
+// camera/testdata/view) while it lasts, not the arm moving through the
+// view, and starts afresh on a new scene.
+func TestWatchCamViewMoved(t *testing.T) {
+	png := func(name string) camera.Frame {
+		f, err := os.Open(filepath.Join("..", "camera", "testdata", "view", "drawer-open-"+name+".png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		img, err := stdpng.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rgb camera.RGB
+		camera.FromImage(&rgb, img)
+		return camera.Frame{Format: camera.FormatRGB24, Width: rgb.Width, Height: rgb.Height, Stride: rgb.Stride, Data: rgb.Pix}
+	}
+	ref, arm, knocked := png("ref"), png("arm"), png("knocked")
+	view, err := camera.NewViewWatch(camera.ViewWatchConfig{Trigger: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watchCam{spec: engines.CameraSpec{Name: "side", Width: ref.Width, Height: ref.Height}, view: view, log: slog.New(slog.DiscardHandler)}
+	t0 := time.Now()
+	tick := 0
+	feed := func(frames ...camera.Frame) {
+		for i := range frames {
+			tick++
+			frames[i].Time = t0.Add(time.Duration(tick) * 100 * time.Millisecond)
+		}
+		w.src = &scriptedFrames{frames: frames}
+		w.run(context.Background()) // returns at io.EOF
+	}
+	for _, step := range []struct {
+		name   string
+		frames []camera.Frame
+		moved  bool
+	}{
+		{"steady, then the arm moves", []camera.Frame{ref, arm, ref, arm}, false},
+		{"knocked", []camera.Frame{knocked}, true},
+		{"still knocked", []camera.Frame{knocked}, true},
+		{"put back", []camera.Frame{arm}, false},
+		{"knocked again", []camera.Frame{knocked}, true},
+	} {
+		feed(step.frames...)
+		if got := w.Moved(); (got > 0) != step.moved {
+			t.Fatalf("%s: moved fraction %.2f, want moved %v", step.name, got, step.moved)
+		}
+	}
+	// A new scene: nothing is moved until its frames are in, and its first
+	// frame (the knocked view, taken as the new scene) is the reference.
+	w.SceneReplaced()
+	if got := w.Moved(); got != 0 {
+		t.Fatalf("after a scene change: moved %.2f, want 0", got)
+	}
+	t0 = time.Now().Add(time.Second)
+	tick = 0
+	feed(knocked, knocked)
+	if got := w.Moved(); got != 0 {
+		t.Fatalf("the new scene's frames: moved %.2f, want 0", got)
 	}
 }

@@ -138,14 +138,17 @@ def decimate_visual_meshes(model, cell: float) -> tuple[int, int]:
 #   camera_shift: the camera's mount is knocked at the onset: the camera
 #           moves CAMERA_SHIFT m sideways and turns CAMERA_TILT_DEG degrees,
 #           for the rest of the episode.
+#   watch_shift: the watch camera's mount is knocked (the bridge's
+#           --watch-camera, render(camera=...)), as camera_shift knocks the
+#           policy's: the policy's own view is unchanged.
 #   zero_state: the arm's state reads all zeros, as a failed encoder or a
 #           dead bus would report: from the onset on, the arm's own entries of
 #           every observation returned (hand xyz and gripper, obs[0:4], and
 #           their previous-frame copy, obs[18:22]) are 0. Only the reading:
 #           the physics is unchanged.
-FAULTS = ("push", "object", "occlusion", "zero_state", "blackout", "freeze", "camera_shift")
+FAULTS = ("push", "object", "occlusion", "zero_state", "blackout", "freeze", "camera_shift", "watch_shift")
 #: faults of the camera alone: they need a camera and leave state and physics alone
-CAMERA_FAULTS = ("occlusion", "blackout", "freeze", "camera_shift")
+CAMERA_FAULTS = ("occlusion", "blackout", "freeze", "camera_shift", "watch_shift")
 OCCLUSION_GREY = 30
 CAMERA_SHIFT = 0.05
 CAMERA_TILT_DEG = 5.0
@@ -396,7 +399,7 @@ class World:
         camera: another of the scene's cameras (a watch camera, the bridge's --watch-camera):
         the object fault's box is drawn into its view too, as it is part of the scene; the
         faults of the camera itself (occlusion, blackout, freeze, camera_shift) stay the
-        policy camera's.
+        policy camera's; watch_shift knocks this one.
         """
         if not self.camera_size:
             return None
@@ -409,7 +412,7 @@ class World:
         if on and f.kind == "freeze" and key in self._frozen:
             return self._frozen[key]
         if on and f.kind == "camera_shift":
-            self._shift_camera()
+            self._shift_camera(self.camera_name)
         r = self._get_renderer(size or self.camera_size)
         r.update_scene(self.env.data, camera=self.camera_name)
         if on and f.kind == "object" and self._obj2 is not None:
@@ -432,10 +435,13 @@ class World:
 
     def _render_other(self, size: tuple[int, int], camera: str) -> np.ndarray:
         """render() through another of the scene's cameras: the scene as it is, the object
-        fault's box included, with none of the policy camera's own faults."""
+        fault's box included, with none of the policy camera's own faults; watch_shift
+        knocks this camera."""
         if mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
             raise ValueError(f"no camera {camera!r} in the {self.task} scene")
         f = self.fault
+        if f is not None and self.step_count >= f.step and f.kind == "watch_shift":
+            self._shift_camera(camera)
         r = self._get_renderer(size)
         r.update_scene(self.env.data, camera=camera)
         if f is not None and self.step_count >= f.step and f.kind == "object" and self._obj2 is not None:
@@ -467,15 +473,13 @@ class World:
                             np.eye(3).reshape(9), np.asarray(OBJECT_RGBA, dtype=np.float32))
         scene.ngeom += 1
 
-    def _camera_id(self) -> int:
-        return mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, self.camera_name)
-
-    def _shift_camera(self) -> None:
-        """Knock the camera (the camera_shift fault): once per episode, undone by the next reset."""
+    def _shift_camera(self, camera: str) -> None:
+        """Knock a camera (the camera_shift and watch_shift faults): once per episode, undone
+        by the next reset."""
         if getattr(self, "_camera_home", None) is not None:
             return
         m = self.env.model
-        cid = self._camera_id()
+        cid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, camera)
         if cid < 0:
             return
         self._camera_home = (cid, m.cam_pos[cid].copy(), m.cam_quat[cid].copy())

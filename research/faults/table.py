@@ -25,7 +25,8 @@ from energyflow.stats import wilson
 
 WITHIN = {"push": 10, "object": 10, "zero_state": 5,
           # the camera's faults (camera bundles, research/camera): 1 s at 10 Hz
-          "occlusion": 10, "blackout": 10, "freeze": 10, "camera_shift": 10}
+          "occlusion": 10, "blackout": 10, "freeze": 10, "camera_shift": 10,
+          "watch_shift": 10}
 
 
 def caught(summary: dict, fault: str) -> Tuple[int, int, List[int]]:

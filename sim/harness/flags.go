@@ -30,7 +30,7 @@ const (
 const (
 	simTasks  = "button-press drawer-open assembly bin-picking hammer"
 	simLevels = "0 S M L"
-	simFaults = "push object occlusion zero_state blackout freeze camera_shift"
+	simFaults = "push object occlusion zero_state blackout freeze camera_shift watch_shift"
 	// simCameras are the Meta-World cameras the bridge renders (sim/bridge.py --camera).
 	simCameras = "corner corner2 corner3 corner4 topview behindGripper gripperPOV"
 	// DefaultCamera is the bridge's camera when neither --camera nor the bundle names one.

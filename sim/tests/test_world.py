@@ -210,6 +210,21 @@ def test_watch_camera_sees_the_object_and_none_of_the_camera_faults(task, watch)
         for i in range(3):
             w.step(pol.get_action(w.obs))
             np.testing.assert_array_equal(w.render(camera=watch), clean[i][1], err_msg=kind)
+    # watch_shift knocks the watch camera from its onset, and only it; the next reset puts
+    # it back
+    w.reset(seed=3, fault=Fault("watch_shift", 3))
+    for i in range(6):
+        w.step(pol.get_action(w.obs))
+        policy_view, side = w.render(), w.render(camera=watch)
+        np.testing.assert_array_equal(policy_view, clean[i][0])
+        if i < 2:
+            np.testing.assert_array_equal(side, clean[i][1])
+        else:
+            moved = (np.abs(side.astype(int) - clean[i][1]).max(axis=2) > 40).mean()
+            assert moved > 0.1, (i, moved)
+    w.reset(seed=3)
+    w.step(pol.get_action(w.obs))
+    np.testing.assert_array_equal(w.render(camera=watch), clean[0][1])
     with pytest.raises(ValueError, match="no camera"):
         w.render(camera="nowhere")
     w.close()

@@ -54,7 +54,7 @@ func (o *Options) RegisterEpisodes(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxSteps, "max-steps", harness.MetaWorldMaxSteps, "environment steps per episode before it counts as a failure; the bridge truncates the episode there (the official Meta-World evaluation uses 500)")
 	fs.StringVar(&o.Scores, "scores", "", "write per-tick scores (JSON lines) to this file")
 	fs.StringVar(&o.Summary, "json", "", "write the summary as JSON to this file")
-	fs.StringVar(&o.Fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears beside the hand, in the state and in the camera), occlusion (a dark square blocks the middle of the camera image), zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report), blackout (black frames), freeze (the onset's frame repeated with fresh timestamps) or camera_shift (the camera knocked 5 cm and 5°); docs/sim.md")
+	fs.StringVar(&o.Fault, "fault", "", "inject a fault in every episode: push (the arm is shoved 8 cm), object (an unseen object appears beside the hand, in the state and in the camera), occlusion (a dark square blocks the middle of the camera image), zero_state (the arm's state reads all zeros, as a failed encoder or a dead bus would report), blackout (black frames), freeze (the onset's frame repeated with fresh timestamps) camera_shift (the camera knocked 5 cm and 5°) or watch_shift (the watch camera knocked so); docs/sim.md")
 	fs.IntVar(&o.FaultStep, "fault-step", 30, "environment step at which --fault starts")
 	fs.Float64Var(&o.Delay, "delay", 0, "hold every plan this many control periods longer before the loop gets it, as a slower or busier host would (0 to the bundle's action horizon)")
 }
@@ -94,6 +94,9 @@ func (o *Options) Prepare(root string) error {
 	}
 	if o.Fault == "object" && o.Task == "hammer" && !o.Images {
 		return harness.Usagef("--fault object on hammer: its state's second object slot holds the nail, so only a camera sees the new object, and bundle %s takes no camera image: use a camera bundle (bundles/metaworld-hammer-camera)", filepath.Base(o.BundleDir))
+	}
+	if o.Fault == "watch_shift" && o.WatchCamera == "" {
+		return harness.Usagef("--fault watch_shift knocks the watch camera, but bundle %s runs none (it names no watch camera, or --watch-camera off)", filepath.Base(o.BundleDir))
 	}
 	// A manifest that does not parse is reported by the runtime's loader.
 	if m, err := harness.ReadManifest(o.BundleDir); err == nil {

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,5 +63,40 @@ func TestObjectFaultOnHammerNeedsACamera(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s %s %q: %v", tc.task, tc.fault, tc.bundle, err)
 		}
+	}
+}
+
+// TestWatchShiftNeedsAWatchCamera: --fault watch_shift knocks the watch
+// camera, so a bundle that runs none (it names none, or --watch-camera off)
+// is refused in one line.
+func TestWatchShiftNeedsAWatchCamera(t *testing.T) {
+	root := harnesstest.ModuleRoot(t)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		refused bool
+	}{
+		{"state bundle", []string{"--task", "drawer-open"}, true},
+		{"camera bundle with its watch camera", []string{"--task", "drawer-open", "--bundle", filepath.Join(root, "bundles", "metaworld-drawer-open-camera")}, false},
+		{"watch camera off", []string{"--task", "hammer", "--bundle", filepath.Join(root, "bundles", "metaworld-hammer-camera"), "--watch-camera", "off"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o Options
+			fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+			o.Register(fs)
+			if err := fs.Parse(append([]string{"--fault", "watch_shift"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Prepare(root)
+			if !tc.refused {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "--fault watch_shift") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want a one-line refusal naming --fault watch_shift", err)
+			}
+		})
 	}
 }
