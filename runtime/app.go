@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -341,24 +342,10 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		deps.CameraTime = older(w.Time, deps.CameraTime)
 		deps.CameraChanged = older(w.Changed, deps.CameraChanged)
 		if w.palette != nil {
-			ownUnseen := deps.CameraUnseen
-			deps.CameraUnseen = func() int {
-				n := w.Unseen()
-				if ownUnseen != nil {
-					n = max(n, ownUnseen())
-				}
-				return n
-			}
+			deps.CameraUnseen = larger(w.Unseen, deps.CameraUnseen)
 		}
 		if w.view != nil {
-			ownMoved := deps.CameraMoved
-			deps.CameraMoved = func() float64 {
-				f := w.Moved()
-				if ownMoved != nil {
-					f = max(f, ownMoved())
-				}
-				return f
-			}
+			deps.CameraMoved = larger(w.Moved, deps.CameraMoved)
 		}
 		ownReplaced := deps.SceneReplaced
 		deps.SceneReplaced = func() {
@@ -1046,6 +1033,18 @@ func older(watch, own func() time.Time) func() time.Time {
 			}
 		}
 		return t
+	}
+}
+
+// larger returns a reading of the larger of watch's and own's values (own
+// nil: watch's alone).
+func larger[T cmp.Ordered](watch, own func() T) func() T {
+	return func() T {
+		v := watch()
+		if own != nil {
+			v = max(v, own())
+		}
+		return v
 	}
 }
 
