@@ -19,7 +19,7 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from energyflow.stats import wilson
 
@@ -59,7 +59,7 @@ def lanes(dirs: Sequence[Path]) -> Dict[str, Any]:
     return {"bundle": chunks[0]["bundle"], "task": chunks[0]["task"], "rate_hz": chunks[0]["rate_hz"], "chunks": chunks}
 
 
-def row(r: Dict[str, Any]) -> str:
+def row(name: str, r: Dict[str, Any]) -> str:
     cs = r["chunks"]
     n = sum(c["episodes"] for c in cs)
     k = sum(c["successes"] for c in cs)
@@ -73,7 +73,7 @@ def row(r: Dict[str, Any]) -> str:
     read = sum(hist.values())
     most = max(hist) if hist else None
     st = ", ".join(f"{s} {v}" for s, v in sorted(stops.items())) or "none"
-    return (f"| {r['task']} | {len({c['lane'] for c in cs})} | {ticks / r['rate_hz'] / 3600:.3f} | {k}/{n} [{100 * lo:.1f}–{100 * hi:.1f} %] | "
+    return (f"| {name} | {r['task']} | {len({c['lane'] for c in cs})} | {ticks / r['rate_hz'] / 3600:.3f} | {k}/{n} [{100 * lo:.1f}–{100 * hi:.1f} %] | "
             f"{st} | {read} of {ticks} | {most if most is not None else '–'} |")
 
 
@@ -83,21 +83,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", type=Path, help="write the lanes' compact summary here")
     p.add_argument("--table", nargs="*", type=Path, default=None, help="print the table of these compact summaries")
     a = p.parse_args(argv)
-    rows: List[Dict[str, Any]] = []
+    rows: List[Tuple[str, Dict[str, Any]]] = []  # (the summary's name, the summary)
     if a.dirs:
         r = lanes(a.dirs)
         if a.json:
             a.json.parent.mkdir(parents=True, exist_ok=True)
             a.json.write_text(json.dumps(r, indent=1) + "\n")
-        rows.append(r)
+        rows.append((a.json.stem if a.json else " ".join(d.name for d in a.dirs), r))
     for f in a.table or []:
-        rows.append(json.loads(f.read_text()))
+        rows.append((f.stem, json.loads(f.read_text())))
     if not rows:
         p.error("give lane folders, or --table with compact summaries")
-    print("| task | lanes | running hours | episodes succeeded [Wilson 95 %] | stops | ticks with a watch count | most unseen pixels, two frames running |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(row(r))
+    print("| summary | task | lanes | running hours | episodes succeeded [Wilson 95 %] | stops | ticks with a watch count | most unseen pixels, two frames running |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in rows:
+        print(row(name, r))
     return 0
 
 
