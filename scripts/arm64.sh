@@ -85,11 +85,10 @@ build() {
 
 # The emulated test runs: "package|flags" (flags split at spaces). Each line
 # is one process, bounded by ARM64_TIMEOUT: the slow tests under qemu
-# (engines' Python parity, 15 to 85 s each, its state-term parity apart
-# since the three others beside it passed 115 s at stop 72; runtime's end-to-end tests, 35 to
-# 60 s; its unseen-colour test's three vision stacks, one run each since
-# together they passed 115 s at stop 72; its watch camera's four, in two
-# runs of two) run apart
+# (engines' Python parity tests, 15 to 85 s each: the two slowest alone;
+# runtime's end-to-end tests, 35 to 60 s; the unseen-colour test's three
+# vision stacks, about 40 s each, one run each; the watch camera's four, in
+# two runs of two) run apart
 # from the rest of their package, and the -test.skip line
 # of a package runs all its other tests, so a renamed test still runs.
 full_tests=(

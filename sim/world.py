@@ -440,11 +440,12 @@ class World:
         if mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
             raise ValueError(f"no camera {camera!r} in the {self.task} scene")
         f = self.fault
-        if f is not None and self.step_count >= f.step and f.kind == "watch_shift":
+        on = f is not None and self.step_count >= f.step
+        if on and f.kind == "watch_shift":
             self._shift_camera(camera)
         r = self._get_renderer(size)
         r.update_scene(self.env.data, camera=camera)
-        if f is not None and self.step_count >= f.step and f.kind == "object" and self._obj2 is not None:
+        if on and f.kind == "object" and self._obj2 is not None:
             self._draw_object(r.scene)
         self._light(r.scene)
         img = r.render()

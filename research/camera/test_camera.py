@@ -149,4 +149,4 @@ def test_watch_hours_counts_the_watch_cameras_reading(tmp_path, capsys):
     assert s["chunks"][0]["running_ticks"] == 3 and s["chunks"][0]["camera_unseen"] == {"0": 2, "7": 1}
     assert "| s | hammer | 1 | 0.000 | 1/2 [" in capsys.readouterr().out
     assert W.main(["--table", str(out)]) == 0
-    assert "camera_unseen 1 | 3 of 3 | 7 |" in capsys.readouterr().out
+    assert "camera_unseen 1 | 3 of 3 | 7 | 60 |" in capsys.readouterr().out

@@ -19,6 +19,7 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
+from statistics import median
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from energyflow.stats import wilson
@@ -73,8 +74,9 @@ def row(name: str, r: Dict[str, Any]) -> str:
     read = sum(hist.values())
     most = max(hist) if hist else None
     st = ", ".join(f"{s} {v}" for s, v in sorted(stops.items())) or "none"
+    plans = median(c["inference_p50_ms"] for c in cs)
     return (f"| {name} | {r['task']} | {len({c['lane'] for c in cs})} | {ticks / r['rate_hz'] / 3600:.3f} | {k}/{n} [{100 * lo:.1f}–{100 * hi:.1f} %] | "
-            f"{st} | {read} of {ticks} | {most if most is not None else '–'} |")
+            f"{st} | {read} of {ticks} | {most if most is not None else '–'} | {plans:.0f} |")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -94,8 +96,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows.append((f.stem, json.loads(f.read_text())))
     if not rows:
         p.error("give lane folders, or --table with compact summaries")
-    print("| summary | task | lanes | running hours | episodes succeeded [Wilson 95 %] | stops | ticks with a watch count | most unseen pixels, two frames running |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| summary | task | lanes | running hours | episodes succeeded [Wilson 95 %] | stops | ticks with a watch count | "
+          "most unseen pixels, two frames running | plans p50, median chunk (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in rows:
         print(row(name, r))
     return 0
