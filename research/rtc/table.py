@@ -45,11 +45,18 @@ def start(s: dict) -> str:
     return f"warm σ {sig:g}, {steps} steps"
 
 
+def policy(s: dict) -> str:
+    """The task, marked where the cell ran a Diffusion Policy baseline (a bundle named ``…-dp``, as
+    ``POLICY=diffusion scripts/train-defaults.sh`` names it) rather than EnergyFlow."""
+    dp = Path(str(s.get("bundle", ""))).name.endswith("-dp")
+    return s["task"] + (" (Diffusion Policy)" if dp else "")
+
+
 def row(s: dict) -> str:
     lo, hi = wilson(s["successes"], s["episodes"])
     stops = ", ".join(f"{k} {v}" for k, v in sorted(s.get("trips", {}).items())) or "none"
     ratio = _f(s.get("join_ratio"), "×{:.1f}")
-    return (f"| {s['task']} | {s['rate_hz']:g} Hz, K={s['steps_k'] or '–'} | {s.get('delay_periods', 0):g} | {chunking(s)} "
+    return (f"| {policy(s)} | {s['rate_hz']:g} Hz, K={s['steps_k'] or '–'} | {s.get('delay_periods', 0):g} | {chunking(s)} "
             f"| {start(s)} "
             f"| {s['successes']}/{s['episodes']} [{lo * 100:.0f}–{hi * 100:.0f} %] "
             f"| {_f(s.get('join_max_median'))} / {_f(s.get('join_inside_median'))} ({ratio}) "
@@ -63,7 +70,7 @@ def table(paths: Sequence[Path]) -> List[str]:
            "| plan p50 (ms) / p90 (periods) | stops |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = [json.loads(Path(p).read_text()) for p in paths]
-    rows.sort(key=lambda s: (s["task"], s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s),
+    rows.sort(key=lambda s: (policy(s), s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s),
                              start(s)))
     out += [row(s) for s in rows]
     return out

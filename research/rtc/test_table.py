@@ -49,3 +49,12 @@ def test_bench_table(tmp_path):
     assert lines[0].startswith("Diffusion Policy, DDIM S=20 (same trunk): p50 20.0 ms")
     assert lines[4] == "| metaworld-a | 10 | full: K steps, energy at γ, 16 references | 30.0 | 31.0 | 1.50 |"
     assert lines[5] == "| metaworld-a | 10 | planner: the K steps | 15.0 | 16.0 | 0.75 |"
+
+
+def test_diffusion_policy_rows_are_marked(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(summary(bundle="bundles/metaworld-assembly-dp", chunking="off")))
+    b.write_text(json.dumps(summary(bundle="bundles/metaworld-assembly", chunking="off")))
+    ours, dp = table([a, b])[2:]
+    assert ours.startswith("| assembly | 20 Hz")
+    assert dp.startswith("| assembly (Diffusion Policy) | 20 Hz")
