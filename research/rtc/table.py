@@ -46,10 +46,13 @@ def start(s: dict) -> str:
 
 
 def policy(s: dict) -> str:
-    """The task, marked where the cell ran a Diffusion Policy baseline (a bundle named ``…-dp``, as
-    ``POLICY=diffusion scripts/train-defaults.sh`` names it) rather than EnergyFlow."""
-    dp = Path(str(s.get("bundle", ""))).name.endswith("-dp")
-    return s["task"] + (" (Diffusion Policy)" if dp else "")
+    """The task, marked where the cell ran another bundle than the task's shipped one: a Diffusion
+    Policy baseline (a bundle named ``…-dp``, as ``POLICY=diffusion scripts/train-defaults.sh``
+    names it), else the bundle's folder name (a candidate)."""
+    name = Path(str(s.get("bundle", ""))).name
+    if name in ("", f"metaworld-{s['task']}"):
+        return s["task"]
+    return f"{s['task']} ({'Diffusion Policy' if name.endswith('-dp') else name})"
 
 
 def row(s: dict) -> str:

@@ -51,10 +51,13 @@ def test_bench_table(tmp_path):
     assert lines[5] == "| metaworld-a | 10 | planner: the K steps | 15.0 | 16.0 | 0.75 |"
 
 
-def test_diffusion_policy_rows_are_marked(tmp_path):
+def test_other_bundles_rows_are_marked(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(summary(bundle="bundles/metaworld-assembly-dp", chunking="off")))
     b.write_text(json.dumps(summary(bundle="bundles/metaworld-assembly", chunking="off")))
-    ours, dp = table([a, b])[2:]
+    c = tmp_path / "c.json"
+    c.write_text(json.dumps(summary(bundle="/elsewhere/assembly-candidate", chunking="off")))
+    ours, dp, candidate = table([a, b, c])[2:]
     assert ours.startswith("| assembly | 20 Hz")
+    assert candidate.startswith("| assembly (assembly-candidate) | 20 Hz")
     assert dp.startswith("| assembly (Diffusion Policy) | 20 Hz")
