@@ -88,7 +88,7 @@ build() {
 # (engines' Python parity tests, 15 to 85 s each: the two slowest alone;
 # runtime's end-to-end tests, 35 to 60 s; the unseen-colour test's three
 # vision stacks, about 40 s each, one run each; the watch camera's four, in
-# two runs of two) run apart
+# three runs: the first two together, the last two alone) run apart
 # from the rest of their package, and the -test.skip line
 # of a package runs all its other tests, so a renamed test still runs.
 full_tests=(
