@@ -87,8 +87,25 @@ def parse_hostport(s: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
 
 
 def parse_size(s: str) -> tuple[int, int]:
-    w, h = s.lower().split("x")
-    return int(w), int(h)
+    """A camera size, WIDTHxHEIGHT in pixels (96x96), as (width, height).
+
+    Anything else raises argparse.ArgumentTypeError with a one-line message,
+    so a command line that takes it as a type reports it as a usage error.
+    """
+    parts = s.lower().split("x")
+    try:
+        w, h = (int(x) for x in parts) if len(parts) == 2 else (0, 0)
+    except ValueError:
+        w = h = 0
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError(f"camera size {s!r}: want WIDTHxHEIGHT in pixels, e.g. 96x96")
+    return w, h
+
+
+def camera_size_arg(s: str) -> str:
+    """argparse type for --camera-size: s, checked by parse_size, as WxH."""
+    w, h = parse_size(s)
+    return f"{w}x{h}"
 
 
 class _Context(ModbusServerContext):
@@ -698,7 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--lockstep", action="store_true", help="step inside each command write, as fast as commands come (default)")
     mode.add_argument("--rate", type=float, default=None, help="real-time mode: at most one step per 1/RATE s, latest command wins")
-    p.add_argument("--camera-size", default="96x96", help="WxH of the rendered camera")
+    p.add_argument("--camera-size", default="96x96", type=camera_size_arg, help="WxH of the rendered camera")
     p.add_argument("--camera", default=DEFAULT_CAMERA, help="MuJoCo camera name (corner, corner2, corner3, corner4, topview, behindGripper, gripperPOV)")
     p.add_argument("--no-camera", action="store_true", help="do not render (low-dimensional evaluation)")
     p.add_argument("--view-size", default=None,

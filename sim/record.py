@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 from PIL import Image
 
-from .bridge import ST_SUCCESS, ST_TRUNCATED
+from .bridge import ST_SUCCESS, ST_TRUNCATED, camera_size_arg
 from .client import BridgeProcess, MJPEGReader, http_json
 from .world import TASKS, expert_policy, normalize_task
 
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=50, help="successful demonstrations to keep")
     p.add_argument("--out", required=True)
     p.add_argument("--camera", action="store_true", help="also record camera frames (obs/camera)")
-    p.add_argument("--camera-size", default="96x96")
+    p.add_argument("--camera-size", default="96x96", type=camera_size_arg, help="WxH of the rendered camera")
     p.add_argument("--camera-name", default=None,
                    help="MuJoCo camera to record (corner2 by default; topview, corner4, ...)")
     p.add_argument("--seed", type=int, default=0, help="first episode seed (episode i uses seed+i)")

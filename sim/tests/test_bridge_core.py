@@ -1,11 +1,12 @@
 """The bridge's register logic in-process (no sockets): fast checks of the semantics."""
 
+import argparse
 import math
 
 import numpy as np
 import pytest
 
-from sim.bridge import F_BAD_COMMAND, F_HEARTBEAT, ST_ENABLED, ST_READY, ST_SUCCESS, ST_TRUNCATED, Bridge
+from sim.bridge import F_BAD_COMMAND, F_HEARTBEAT, ST_ENABLED, ST_READY, ST_SUCCESS, ST_TRUNCATED, Bridge, camera_size_arg, parse_size
 from sim.client import REPO
 from sim.regmap import load_map
 from sim.world import World, expert_policy
@@ -111,3 +112,16 @@ def test_reset_opens_the_held_gripper(core):
         _cmd(b, m, [0.0, 0.0, 0.0, 1.0], hb)
     assert b.world.step_count == 5
     assert b.world.obs[3] == pytest.approx(g0, abs=1e-3), "the gripper moved while disabled after a reset"
+
+
+@pytest.mark.parametrize("arg,want", [("96x96", (96, 96)), ("320X240", (320, 240)), (" 64x48", (64, 48))])
+def test_parse_size(arg: str, want: tuple[int, int]) -> None:
+    assert parse_size(arg) == want
+    assert camera_size_arg(arg) == f"{want[0]}x{want[1]}"
+
+
+@pytest.mark.parametrize("arg", ["96", "96x", "x96", "0x96", "96x-1", "axb", "96x96x3", ""])
+def test_parse_size_refuses_in_one_line(arg: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="want WIDTHxHEIGHT") as e:
+        parse_size(arg)
+    assert "\n" not in str(e.value)
