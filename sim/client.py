@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -211,8 +213,28 @@ class MJPEGReader:
             pass
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to send this (child) process SIGTERM when its parent dies.
+
+    Runs in the child between fork and exec (Popen's preexec_fn), as the Go
+    harness sets Pdeathsig: a client killed without running its cleanup
+    (SIGTERM, SIGKILL) leaves no bridge behind rendering on a core. The
+    signal comes when the thread that started the bridge exits, so start it
+    from a thread that outlives it. A no-op where prctl is not available.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class BridgeProcess:
-    """``python -m sim.bridge`` as a subprocess on free loopback ports."""
+    """``python -m sim.bridge`` as a subprocess on free loopback ports.
+
+    The bridge ends with this process: close() stops it, and on Linux so
+    does this process's death, however it dies.
+    """
 
     def __init__(self, task: str = "button-press", map_path: str | Path | None = None, lockstep: bool = True,
                  rate: float | None = None, camera_size: str | None = "96x96", seed: int = 0, level: str = "0",
@@ -233,7 +255,8 @@ class BridgeProcess:
         cmd += extra or []
         env = dict(os.environ)
         env.setdefault("MUJOCO_GL", "osmesa")
-        self.proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=None, env=env, text=True)
+        self.proc = subprocess.Popen(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=None, env=env, text=True,
+                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         t0 = time.time()
         line = ""
         while time.time() - t0 < startup_timeout:

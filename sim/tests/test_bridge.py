@@ -7,13 +7,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from sim.bridge import F_HEARTBEAT, ST_ENABLED, ST_HEARTBEAT, ST_LOCKSTEP, ST_READY, ST_SUCCESS
-from sim.client import BridgeProcess, MJPEGReader, http_json, snapshot  # noqa: F401 (fixtures in conftest)
+from sim.client import REPO, BridgeProcess, MJPEGReader, http_json, snapshot  # noqa: F401 (fixtures in conftest)
 from sim.world import expert_policy
 
 
@@ -253,3 +254,43 @@ def test_heartbeat_lapse_stops_arm_realtime_mode():
         assert st.fault == 0 and st.status & ST_ENABLED
         assert http_json(b.http, "/episode")["heartbeat_lapses"] == 1
         arm.close()
+
+
+def _alive(pid: int) -> bool:
+    """pid runs (a zombie, dead but not yet reaped by whoever adopted it, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_bridge_ends_with_a_killed_client(tmp_path):
+    """A client killed outright (no cleanup runs) takes its bridge with it."""
+    pidfile = tmp_path / "bridge.pid"
+    code = (
+        "import time\n"
+        "from sim.client import BridgeProcess\n"
+        "b = BridgeProcess('button-press', camera_size=None, seed=0, extra=['--heartbeat-timeout', '10'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(b.proc.pid))\n"
+        "time.sleep(600)\n"
+    )
+    client = subprocess.Popen([sys.executable, "-c", code], cwd=str(REPO))
+    try:
+        deadline = time.time() + 120
+        while not pidfile.exists() or not pidfile.read_text():
+            assert client.poll() is None, f"the client exited with {client.returncode}"
+            assert time.time() < deadline, "the bridge did not start in 120 s"
+            time.sleep(0.2)
+        bridge_pid = int(pidfile.read_text())
+        assert _alive(bridge_pid)
+    finally:
+        client.kill()
+        client.wait()
+    deadline = time.time() + 15
+    while _alive(bridge_pid):
+        if time.time() > deadline:
+            os.kill(bridge_pid, 9)
+            pytest.fail(f"bridge {bridge_pid} still ran 15 s after its client was killed")
+        time.sleep(0.2)
