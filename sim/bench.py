@@ -23,6 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from .bridge import camera_size_arg, parse_size  # noqa: E402
 from .world import World, expert_policy  # noqa: E402
 
 
@@ -102,11 +103,11 @@ def bench_modbus(task: str, size: str | None, ticks: int) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sim.bench")
     p.add_argument("--task", default="button-press")
-    p.add_argument("--camera-size", default="96x96")
+    p.add_argument("--camera-size", default="96x96", type=camera_size_arg, help="WxH of the rendered camera")
     p.add_argument("--ticks", type=int, default=300)
     p.add_argument("--no-modbus", action="store_true")
     a = p.parse_args(argv)
-    w, h = (int(x) for x in a.camera_size.lower().split("x"))
+    w, h = parse_size(a.camera_size)
     res = {"task": a.task, "camera": a.camera_size, "ticks": a.ticks,
            "MUJOCO_GL": os.environ.get("MUJOCO_GL"), "cpus": os.cpu_count(),
            "loadavg": [round(x, 2) for x in os.getloadavg()]}
