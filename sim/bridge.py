@@ -715,10 +715,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--lockstep", action="store_true", help="step inside each command write, as fast as commands come (default)")
     mode.add_argument("--rate", type=float, default=None, help="real-time mode: at most one step per 1/RATE s, latest command wins")
-    p.add_argument("--camera-size", default="96x96", type=camera_size_arg, help="WxH of the rendered camera")
+    p.add_argument("--camera-size", default="96x96", type=parse_size, help="WxH of the rendered camera")
     p.add_argument("--camera", default=DEFAULT_CAMERA, help="MuJoCo camera name (corner, corner2, corner3, corner4, topview, behindGripper, gripperPOV)")
     p.add_argument("--no-camera", action="store_true", help="do not render (low-dimensional evaluation)")
-    p.add_argument("--view-size", default=None,
+    p.add_argument("--view-size", default=None, type=parse_size,
                    help="WxH of a display view of the same camera at /view (default off; /stream is unchanged)")
     p.add_argument("--view-fps", type=float, default=10.0,
                    help="the view's frames per second at most (rendered only while a client watches; 0 = every step)")
@@ -739,7 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _amain(args) -> int:
     regmap = load_map(args.map)
-    cam = None if args.no_camera else parse_size(args.camera_size)
+    cam = None if args.no_camera else args.camera_size
     world = World(args.task, camera_size=cam, camera_name=args.camera, max_steps=args.max_steps,
                   render_quality=args.render_quality)
     world.reset(level=args.level, seed=args.seed)
@@ -755,7 +755,7 @@ async def _amain(args) -> int:
     bridge = Bridge(world, regmap, lockstep=args.rate is None, rate=args.rate or 10.0,
                     jpeg_quality=args.jpeg_quality, auto_reset=args.auto_reset,
                     heartbeat_timeout=args.heartbeat_timeout,
-                    view_size=parse_size(args.view_size) if args.view_size else None, view_fps=args.view_fps,
+                    view_size=args.view_size, view_fps=args.view_fps,
                     watch_camera=args.watch_camera)
     await bridge.start(parse_hostport(args.modbus), parse_hostport(args.http))
     print(json.dumps(bridge.ready_line()), flush=True)
