@@ -243,7 +243,7 @@ func TestSimEvalZeroStateStops(t *testing.T) {
 // period, so the episode drives alike on a quiet or a loaded host; at 20 Hz
 // they land periods late, the path follows the host's load, and the
 // held-out q99.9 stops 2 of 50 level-0 episodes (docs/safety.md). 150 steps
-// give the policy time to succeed (median 64 steps).
+// give the policy time to succeed, about twice its usual episode.
 func TestSimEvalLevel0NoFalseStop(t *testing.T) {
 	s, ticks := runStopEval(t, level0RateHz, "--episodes", "1", "--max-steps", "150", "--seed", "1000")
 	if len(s.Results) != 1 {
