@@ -147,7 +147,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                train_over=train_overrides(args, fc), state_key=args.state_key, image_keys=args.image_keys,
                resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
                name=args.name, image_size=args.image_size, progress=not args.no_progress,
-               vision_width=args.vision_width)
+               vision_width=args.vision_width, rollouts=args.rollouts or ())
     return 0
 
 
@@ -306,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--vision-weights", help="state_dict file for the ResNet-18 image encoder")
     t.add_argument("--vision-width", type=int, default=64,
                    help="ResNet-18 channel base: 64 = standard (512 features); 16 costs ~1/16 (CPU training)")
+    t.add_argument("--rollouts", nargs="+", metavar="DIR",
+                   help="more training episodes: the successful ones of `energyflow sim eval --record DIR "
+                        "--json DIR/summary.json` runs (scripts/rollouts.sh), e.g. a teacher's own driving; "
+                        "training windows only (the normalisers and the validation split stay the demos')")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
     t.add_argument("--name", default=None, help="bundle name")
     t.add_argument("--no-export", action="store_true", help="do not write out/bundle at the end")

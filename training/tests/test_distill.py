@@ -149,3 +149,48 @@ def test_bad_shift_flags():
         TrainConfig(teacher_shift=-1)
     with pytest.raises(ValueError, match="teacher_shift_fraction"):
         TrainConfig(teacher_shift_fraction=2)
+
+
+def _recorded(root, name, outcomes, seed0=500):
+    """A ``sim eval --record DIR --json DIR/summary.json`` directory of toy episodes, the
+    summary saying which succeeded."""
+    from energyflow.data import Demo
+
+    d = root / name
+    d.mkdir()
+    results = []
+    for i, ok in enumerate(outcomes):
+        seed = seed0 + i
+        (demo,) = toy_demos(n=1, L=20, seed=seed)
+        (d / f"toy_{seed}").mkdir()
+        write_hdf5(d / f"toy_{seed}" / "episode-1.hdf5", [Demo("demo_0", demo.actions, demo.obs)], env="toy-env")
+        results.append({"episode": i, "seed": seed, "success": ok})
+    (d / "summary.json").write_text(json.dumps({"task": "toy", "results": results}))
+    return d
+
+
+def test_distilled_run_trains_on_rollouts_too(runs):
+    """--rollouts adds the successful recorded episodes to the training windows; the normalisers
+    stay the demos' (the teacher, trained on the demos, still matches) and so does the
+    validation split; no successful episode is a one-line error."""
+    data, ckpt, d = runs
+    rec = _recorded(d, "rec", [True, False, True])
+    plain, more = d / "ef-demos", d / "ef-rollouts"
+    assert cli.main(["train", "--data", str(data), "--out", str(plain), "--steps", "2", "--teacher", str(ckpt),
+                     "--no-export"] + COMMON + TINY_FLAGS) == 0
+    assert cli.main(["train", "--data", str(data), "--out", str(more), "--steps", "2", "--teacher", str(ckpt),
+                     "--rollouts", str(rec)] + COMMON + TINY_FLAGS) == 0
+    a = json.loads((plain / "summary.json").read_text())["windows"]
+    b = json.loads((more / "summary.json").read_text())["windows"]
+    assert b["val"] == a["val"]
+    # two successful 20-step episodes: as many windows again as two 20-step demos give
+    per_demo = a["train"] / 4        # 6 toy demos, 0.34 held out: 4 train
+    assert b["train"] == a["train"] + 2 * per_demo
+    _, meta_a = load_checkpoint_policy(plain / "latest.pt")
+    _, meta_b = load_checkpoint_policy(more / "latest.pt")
+    assert meta_b["action_norm"] == meta_a["action_norm"] and meta_b["state_norm"] == meta_a["state_norm"]
+    assert meta_b["rollouts"]["successes"] == 2 and meta_b["rollouts"]["episodes"] == 3
+    none = _recorded(d, "none", [False, False], seed0=700)
+    with pytest.raises(ValueError, match="no successful episode"):
+        cli.main(["train", "--data", str(data), "--out", str(d / "ef-none"), "--steps", "1", "--rollouts", str(none)]
+                 + COMMON + TINY_FLAGS)
