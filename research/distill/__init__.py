@@ -1,0 +1,1 @@
+"""Distilling BinPicking's student on the teacher's own driving (research/distill/README.md)."""
