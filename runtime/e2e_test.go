@@ -160,6 +160,19 @@ func (s *stack) waitState(t *testing.T, want State, within time.Duration) string
 	return ""
 }
 
+// waitStateUntil polls for state want until deadline and says whether it came.
+func (s *stack) waitStateUntil(want State, deadline time.Time) bool {
+	for {
+		if st, _ := s.app.Loop().Machine().State(); st == want {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // resetWhenScored presses RESET like an operator: a refusal because the
 // deciding tick had no fresh energy score (score_stale: the re-scoring
 // goroutine was late, as on a loaded 2-core CI box) is correct behaviour,
