@@ -34,7 +34,11 @@
 #   POLICY=diffusion scripts/train-defaults.sh button-press drawer-open
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh button-press drawer-open
 #   STEPS=20000 POLICY=diffusion FORCE=1 scripts/train-defaults.sh bin-picking
-#   TEACHER_SHIFT=1.5 FORCE=1 scripts/train-defaults.sh bin-picking
+#   scripts/teacher_rollouts.sh bin-picking build/rollouts/bin-picking-dp   # the teacher's own driving
+#   TEACHER_SHIFT=1.5 ROLLOUTS="$(echo build/rollouts/bin-picking-dp/r*)" FORCE=1 scripts/train-defaults.sh bin-picking
+#     (BinPicking's student also trains on the teacher's successful runtime episodes, ROLLOUTS:
+#     it wins back three of the demo's scenes, research/distill/README.md; its shipped 10 Hz
+#     threshold then comes from research/stop/false_trips.py --write on its own hours)
 #   POLICY=diffusion scripts/train-defaults.sh hammer
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; research/notes/evaluation-log.md, "Distilling the
@@ -236,6 +240,17 @@ for task in "${tasks[@]}"; do
     [ "$policy" = energyflow ] || { echo "train-defaults.sh: TEACHER_SHIFT distils an EnergyFlow state policy, not POLICY=$policy" >&2; exit 2; }
     [ -f "$teacher" ] || { echo "train-defaults.sh: no teacher $teacher: run POLICY=diffusion scripts/train-defaults.sh $task first" >&2; exit 2; }
     distill=(--teacher "../$teacher" --teacher-shift "$TEACHER_SHIFT")
+  fi
+  if [ -n "${ROLLOUTS:-}" ]; then
+    # recorded runtime runs whose successful episodes join the training windows (energyflow train --rollouts)
+    [ "$policy" = energyflow ] || { echo "train-defaults.sh: ROLLOUTS trains an EnergyFlow state policy, not POLICY=$policy" >&2; exit 2; }
+    runs=()
+    for r in $ROLLOUTS; do
+      [ -f "$r/summary.json" ] || { echo "train-defaults.sh: ROLLOUTS: no $r/summary.json (scripts/teacher_rollouts.sh records one)" >&2; exit 2; }
+      case "$r" in /*) ;; *) r=$root/$r ;; esac
+      runs+=("$r")
+    done
+    distill+=(--rollouts "${runs[@]}")
   fi
   demos=build/demos/$task.hdf5
   episodes=200

@@ -6,7 +6,8 @@ Reads ``energyflow sim eval --json`` summaries (and, for the AUROC, their
 * ``<task>-<fault>.json``: an episode is caught when it ended in a safety stop
   within ``--within`` environment steps of the fault's onset (push and object:
   10 steps, 1 s at 10 Hz; zero_state: 5, 0.5 s);
-* ``<task>-level0.jsonl`` / ``<task>-levelL.jsonl`` (``--observe-only``): each
+* ``<task>-level0.jsonl`` / ``<task>-levelL.jsonl`` (``--observe-only``; or
+  gzipped, ``.jsonl.gz``, as the grasping tasks' longer traces are kept): each
   episode's mean state score over its first 60 running ticks, and the AUROC
   of level L against level 0 on it (the probability that an L episode reads
   higher than a level-0 one).
@@ -15,6 +16,7 @@ Reads ``energyflow sim eval --json`` summaries (and, for the AUROC, their
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from collections import defaultdict
@@ -45,7 +47,8 @@ def caught(summary: dict, fault: str) -> Tuple[int, int, List[int]]:
 def episode_means(path: Path, ticks: int = 60) -> List[float]:
     """Mean state score over each episode's first `ticks` running ticks with a score."""
     per: Dict[int, List[float]] = defaultdict(list)
-    for line in path.read_text().splitlines():
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         t = json.loads(line)
         x = t.get("state_energy")
         if t["state"] == "RUNNING" and x is not None and len(per[t["episode"]]) < ticks:
@@ -71,9 +74,9 @@ def main(folder: str) -> None:
         lo, hi = wilson(k, n)
         med = sorted(delays)[len(delays) // 2] if delays else None
         print(f"| {task} | {fault} (within {WITHIN[fault]} steps) | {k}/{n} [{lo * 100:.0f}–{hi * 100:.0f} %] | {med} |")
-    for p in sorted(d.glob("*-levelL.jsonl")):
-        task = p.name[: -len("-levelL.jsonl")]
-        zero = d / f"{task}-level0.jsonl"
+    for p in sorted([*d.glob("*-levelL.jsonl"), *d.glob("*-levelL.jsonl.gz")]):
+        task, ext = p.name.split("-levelL", 1)
+        zero = d / f"{task}-level0{ext}"
         if zero.exists():
             neg, pos = episode_means(zero), episode_means(p)
             print(f"\n{task}: AUROC level L vs 0 (mean state score, first 60 ticks) = {auroc(neg, pos):.3f} "

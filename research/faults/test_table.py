@@ -1,4 +1,5 @@
 """The fault table's counting rules."""
+import gzip
 import json
 
 from research.faults import table as ft
@@ -20,3 +21,14 @@ def test_auroc_and_episode_means(tmp_path):
         {"episode": 0, "state": "RUNNING", "state_energy": 3},
         {"episode": 1, "state": "RUNNING", "state_energy": None}]))
     assert ft.episode_means(p) == [2.0]
+
+
+def test_episode_means_reads_gzipped_traces(tmp_path):
+    lines = "\n".join(json.dumps(l) for l in [
+        {"episode": 0, "state": "RUNNING", "state_energy": 1},
+        {"episode": 0, "state": "RUNNING", "state_energy": 5},
+        {"episode": 1, "state": "RUNNING", "state_energy": 7}])
+    p = tmp_path / "t-level0.jsonl.gz"
+    p.write_bytes(gzip.compress(lines.encode()))
+    assert ft.episode_means(p) == [3.0, 7.0]
+    assert ft.episode_means(p, ticks=1) == [1.0, 7.0]
