@@ -147,7 +147,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                train_over=train_overrides(args, fc), state_key=args.state_key, image_keys=args.image_keys,
                resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
                name=args.name, image_size=args.image_size, progress=not args.no_progress,
-               vision_width=args.vision_width, rollouts=args.rollouts or ())
+               vision_width=args.vision_width, rollouts=args.rollouts or (),
+               rollout_failures=args.rollout_failures)
     return 0
 
 
@@ -310,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more training episodes: the successful ones of `energyflow sim eval --record DIR "
                         "--json DIR/summary.json` runs (scripts/rollouts.sh), e.g. a teacher's own driving; "
                         "training windows only (the normalisers and the validation split stay the demos')")
+    t.add_argument("--rollout-failures", action="store_true",
+                   help="with --rollouts and --teacher: the rollouts' failed episodes too, their states labelled "
+                        "by the teacher (DAgger-style: a student's own driving, the teacher as the expert)")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
     t.add_argument("--name", default=None, help="bundle name")
     t.add_argument("--no-export", action="store_true", help="do not write out/bundle at the end")

@@ -143,7 +143,8 @@ def load_hdf5(path: str | Path, obs_keys: Sequence[str], image_keys: Sequence[st
 
 
 def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
-                  max_success_step: Optional[int] = None) -> Tuple[List[Demo], Dict[str, int]]:
+                  max_success_step: Optional[int] = None,
+                  failures: bool = False) -> Tuple[List[Demo], Dict[str, int]]:
     """The successful episodes of ``energyflow sim eval --record DIR --json DIR/summary.json``
     runs (``scripts/rollouts.sh``), as demos: for each DIR, the episodes its
     ``summary.json`` marks successful, read from ``DIR/<task>_<seed>/*.hdf5``
@@ -152,11 +153,15 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
     all is well; so are, with ``max_success_step``, episodes that succeeded
     only after that many steps (a policy that wandered for hundreds of steps
     before it pressed the button did not do what it does when all is well
-    either). Returns the demos (named ``<dir>/<task>_<seed>``) and counts
-    ``{"episodes", "successes", "late_successes", "files"}``. Raises
-    :class:`DataError` naming the directory or file."""
+    either). With ``failures`` the episodes that did not succeed are read too
+    (counted as ``failures``): for a distilled student, whose targets are its
+    teacher's, not the recorded actions, they are states the student reached
+    for the teacher to label (``energyflow train --rollout-failures``).
+    Returns the demos (named ``<dir>/<task>_<seed>``) and counts
+    ``{"episodes", "successes", "late_successes", "failures", "files"}``.
+    Raises :class:`DataError` naming the directory or file."""
     demos: List[Demo] = []
-    counts = {"episodes": 0, "successes": 0, "late_successes": 0, "files": 0}
+    counts = {"episodes": 0, "successes": 0, "late_successes": 0, "failures": 0, "files": 0}
     for d in dirs:
         d = Path(d)
         summary = d / "summary.json"
@@ -169,16 +174,18 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
         task = s.get("task", "")
         for r in s.get("results", []):
             counts["episodes"] += 1
-            if not r.get("success"):
+            ok = bool(r.get("success"))
+            if not ok and not failures:
                 continue
-            if max_success_step is not None and (r.get("success_step") or 0) > max_success_step:
+            if ok and max_success_step is not None and (r.get("success_step") or 0) > max_success_step:
                 counts["late_successes"] += 1
                 continue
             ep = d / f"{task}_{r['seed']}"
             files = sorted(ep.glob("*.hdf5"))
             if not files:
-                raise DataError(f"{ep}: a successful episode of {summary} has no recording (*.hdf5)")
-            counts["successes"] += 1
+                kind = "a successful" if ok else "an"
+                raise DataError(f"{ep}: {kind} episode of {summary} has no recording (*.hdf5)")
+            counts["successes" if ok else "failures"] += 1
             for fp in files:
                 got, _ = load_hdf5(fp, obs_keys)
                 for g in got:

@@ -328,13 +328,15 @@ class Trainer:
 # ---------------------------------------------------------------------------
 def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, state_key: str,
                    image_keys: Sequence[str], image_size: int = 96, vision_width: int = 64,
-                   rollouts: Sequence[str] = ()):
+                   rollouts: Sequence[str] = (), rollout_failures: bool = False):
     """Load + validate the HDF5 file, split by demo, fit normalisers, make ModelConfig and datasets.
 
     ``rollouts`` (directories of recorded runtime episodes, :func:`energyflow.data.load_rollouts`)
     add their successful episodes to the training windows only: the normalisers are fitted on the
     training demos alone (so a teacher trained on the same demos keeps matching them) and the
-    validation split stays the demos'."""
+    validation split stays the demos'. ``rollout_failures`` adds their other episodes too, for a
+    distilled run only (``tcfg.teacher``): the teacher labels the states the recorded policy reached,
+    failing ones included (DAgger's aggregation, with the teacher as the expert)."""
     obs_keys = [state_key] if state_key else []
     demos, info = load_hdf5(data, obs_keys, image_keys)
     train_demos, val_demos = split_demos(demos, tcfg.val_fraction, tcfg.seed)
@@ -342,17 +344,23 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
     s_norm = Normalizer.fit(np.concatenate([d.obs[state_key] for d in train_demos])) if state_key else None
     own: List[Demo] = []
     counts: Dict[str, int] = {}
+    if rollout_failures and not rollouts:
+        raise DataError("--rollout-failures needs --rollouts DIR …: the recorded runs whose failed episodes to add")
     if rollouts:
         if image_keys or not state_key:
             raise DataError("--rollouts: recorded runtime episodes carry the arm's state only; "
                             "they train state policies, not ones with camera inputs")
-        own, counts = load_rollouts(rollouts, obs_keys)
+        if rollout_failures and not tcfg.teacher:
+            raise DataError("--rollout-failures: failed episodes are trained on only with --teacher, which "
+                            "labels their states; their own actions are not a target")
+        own, counts = load_rollouts(rollouts, obs_keys, failures=rollout_failures)
         for d in own:
             if d.actions.shape[1] != info.action_dim or d.obs[state_key].shape[1:] != info.obs_shapes[state_key]:
                 raise DataError(f"{d.name}: actions {d.actions.shape[1:]} and {state_key} {d.obs[state_key].shape[1:]} "
                                 f"do not match {data}'s ({info.action_dim},) and {info.obs_shapes[state_key]}")
         if not own:
-            raise DataError(f"--rollouts {' '.join(map(str, rollouts))}: no successful episode to train on")
+            raise DataError(f"--rollouts {' '.join(map(str, rollouts))}: no successful episode to train on"
+                            + ("" if not rollout_failures else " (nor any other)"))
     over = dict(mcfg_over)
     over.setdefault("action_dim", info.action_dim)
     over["state_dim"] = int(np.prod(info.obs_shapes[state_key])) if state_key else 0
@@ -369,7 +377,8 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
                                   mcfg.action_horizon, a_norm, s_norm) if ds else None
     meta = {"data": str(data), "env": info.env, "train_demos": [d.name for d in train_demos],
             "val_demos": [d.name for d in val_demos],
-            "rollouts": {"dirs": [str(r) for r in rollouts], **counts} if rollouts else None,
+            "rollouts": {"dirs": [str(r) for r in rollouts], "with_failures": rollout_failures, **counts}
+            if rollouts else None,
             "action_norm": {"mean": a_norm.mean.tolist(), "std": a_norm.std.tolist()},
             "state_norm": None if s_norm is None else {"mean": s_norm.mean.tolist(), "std": s_norm.std.tolist()}}
     train_ds, val_ds = mk(train_demos + own), mk(val_demos)
@@ -382,7 +391,8 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
 def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict[str, Any], state_key: str = "state",
                image_keys: Sequence[str] = (), resume: Optional[str] = None, vision_weights: Optional[str] = None,
                export_bundle: bool = True, name: Optional[str] = None, image_size: int = 96,
-               progress: bool = True, vision_width: int = 64, rollouts: Sequence[str] = ()) -> Dict[str, Any]:
+               progress: bool = True, vision_width: int = 64, rollouts: Sequence[str] = (),
+               rollout_failures: bool = False) -> Dict[str, Any]:
     """``python -m energyflow train``: returns a summary dict (also written to out/summary.json)."""
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
@@ -404,7 +414,7 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     if ckpt is not None and model_over.get("images"):
         vision_width = model_over["images"][0].get("width", 64)
     mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size,
-                                                  vision_width, rollouts)
+                                                  vision_width, rollouts, rollout_failures)
     # "auto" noise law and weight become the head's measured recipe (the diffusion
     # baseline ignores both; it keeps Algorithm 1's values in its train_cfg)
     tcfg = tcfg.for_head(mcfg.energy_head if mcfg.policy == "energyflow" else "pooled")

@@ -194,3 +194,32 @@ def test_distilled_run_trains_on_rollouts_too(runs):
     with pytest.raises(ValueError, match="no successful episode"):
         cli.main(["train", "--data", str(data), "--out", str(d / "ef-none"), "--steps", "1", "--rollouts", str(none)]
                  + COMMON + TINY_FLAGS)
+
+
+def test_rollout_failures_are_labelled_by_the_teacher(runs):
+    """--rollout-failures adds the episodes that failed as well (DAgger-style, the teacher labelling
+    the states the policy reached); without a teacher, or without --rollouts, it is refused."""
+    data, ckpt, d = runs
+    rec = _recorded(d, "rec-f", [True, False, False], seed0=800)
+    base, one, all_ = d / "ef-base", d / "ef-ok", d / "ef-all"
+    assert cli.main(["train", "--data", str(data), "--out", str(base), "--steps", "1", "--teacher", str(ckpt),
+                     "--no-export"] + COMMON + TINY_FLAGS) == 0
+    assert cli.main(["train", "--data", str(data), "--out", str(one), "--steps", "1", "--teacher", str(ckpt),
+                     "--no-export", "--rollouts", str(rec)] + COMMON + TINY_FLAGS) == 0
+    assert cli.main(["train", "--data", str(data), "--out", str(all_), "--steps", "1", "--teacher", str(ckpt),
+                     "--no-export", "--rollouts", str(rec), "--rollout-failures"] + COMMON + TINY_FLAGS) == 0
+    n0 = json.loads((base / "summary.json").read_text())["windows"]["train"]
+    a = json.loads((one / "summary.json").read_text())["windows"]
+    b = json.loads((all_ / "summary.json").read_text())["windows"]
+    assert b["val"] == a["val"]
+    # every toy episode has 20 steps: the two failed ones give twice the successful one's windows
+    assert b["train"] - n0 == 3 * (a["train"] - n0) > 0
+    _, meta = load_checkpoint_policy(all_ / "latest.pt")
+    assert meta["rollouts"]["successes"] == 1 and meta["rollouts"]["failures"] == 2
+    assert meta["rollouts"]["with_failures"] is True
+    with pytest.raises(ValueError, match="only with --teacher"):
+        cli.main(["train", "--data", str(data), "--out", str(d / "ef-nt"), "--steps", "1", "--rollouts", str(rec),
+                  "--rollout-failures"] + COMMON + TINY_FLAGS)
+    with pytest.raises(ValueError, match="needs --rollouts"):
+        cli.main(["train", "--data", str(data), "--out", str(d / "ef-nr"), "--steps", "1", "--teacher", str(ckpt),
+                  "--rollout-failures"] + COMMON + TINY_FLAGS)
