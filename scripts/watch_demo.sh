@@ -20,7 +20,8 @@
 # a person runs without privileges cannot; ENERGYFLOW_WATCH_ROOT_BROWSER=1
 # keeps the privilege (runs before stop 70 had it).
 # Writes DIR/sim.{out,err}, DIR/browser.{out,err}, DIR/metrics.txt (the
-# runtime's /metrics at the end), DIR/summary.json (with the runtime's
+# runtime's /metrics at the end), DIR/summary.json (every level-0 episode
+# that ended, with its scene seed and time, and every stop; the runtime's
 # per-stage latencies over its last 512 of each, from /api/stats at the end of
 # the watch: docs/telemetry.md, "Stage latency"; and the ticks that missed
 # their deadline, energyflow_tick_overruns_total) and prints the summary.
@@ -97,12 +98,13 @@ out, task, minutes, busy, started, root_browser = sys.argv[1], sys.argv[2], floa
 browser = json.loads(next(l[7:] for l in open(f"{out}/browser.out") if l.startswith("RESULT ")))
 check_at = browser.get("check_started_at")
 kv = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
-episodes, stops, refused = [], [], 0
+episodes, ended, stops, refused = [], [], [], 0
 watch_end = None
 for line in open(f"{out}/sim.err"):
     f = {k: v.strip('"') for k, v in kv.findall(line)}
     if f.get("msg") == "demo: episode ended" and f.get("level") == "0":
         episodes.append(f["success"] == "true")
+        ended.append({"time": f["time"], "seed": int(f["seed"]), "success": f["success"] == "true", "steps": int(f["steps"])})
     elif f.get("msg") == "safety: stop" and f.get("reason") != "operator":
         stops.append({"time": f["time"], "tick": int(f["tick"]), "reason": f["reason"], "message": f.get("message", "")})
 watched = [s for s in stops if not check_at or s["time"] < check_at]
@@ -114,7 +116,7 @@ ticks = {"ticks": int(metric["energyflow_tick_duration_seconds_count"]), "overru
 bundle = next((l.split()[1].rstrip(",") for l in open(f"{out}/sim.out") if l.startswith("policy: ")), None)
 summary = {"task": task, "bundle": bundle, "minutes": minutes, "busy_loops": busy, "viewer": browser, "stages": stages, "ticks": ticks, "browser_may_raise_priority": root_browser,
            "episodes_level0": n, "successes": k, "success_rate": round(k / n, 3) if n else None, "success_ci95": [round(v, 3) for v in wilson(k, n)],
-           "stops_while_watched": len(watched), "stops": stops}
+           "stops_while_watched": len(watched), "stops": stops, "episodes": ended}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(f"{task} ({bundle}): {minutes:g} min watched ({browser['frames_decoded']} frames, {browser['fps']:.1f} fps), {busy} busy loops: "
       f"{k}/{n} level-0 episodes succeeded {summary['success_ci95']}, {len(watched)} stops while watched at level 0")
