@@ -98,15 +98,15 @@ out, task, minutes, busy, started, root_browser = sys.argv[1], sys.argv[2], floa
 browser = json.loads(next(l[7:] for l in open(f"{out}/browser.out") if l.startswith("RESULT ")))
 check_at = browser.get("check_started_at")
 kv = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
-episodes, ended, stops, refused = [], [], [], 0
+ended, stops, refused = [], [], 0
 watch_end = None
 for line in open(f"{out}/sim.err"):
     f = {k: v.strip('"') for k, v in kv.findall(line)}
     if f.get("msg") == "demo: episode ended" and f.get("level") == "0":
-        episodes.append(f["success"] == "true")
         ended.append({"time": f["time"], "seed": int(f["seed"]), "success": f["success"] == "true", "steps": int(f["steps"])})
     elif f.get("msg") == "safety: stop" and f.get("reason") != "operator":
         stops.append({"time": f["time"], "tick": int(f["tick"]), "reason": f["reason"], "message": f.get("message", "")})
+episodes = [e["success"] for e in ended]
 watched = [s for s in stops if not check_at or s["time"] < check_at]
 n, k = len(episodes), sum(episodes)
 stages = json.load(open(f"{out}/stats.json")).get("stages", [])
