@@ -29,6 +29,9 @@
 #                                              scene shifts up to 1.5x the scenes' spread
 #                                              labelled by it; train the DP first;
 #                                              training/energyflow/distill.py)
+#   ROLLOUTS="DIR ..." (recorded runs, energyflow train --rollouts: their successful episodes
+#   join the training windows), RESUME=CKPT (fine-tune that checkpoint to STEPS in all; without
+#   TEACHER_SHIFT on the plain loss), WARM=0 (Assembly and BinPicking plan cold at 20 Hz)
 #
 # The shipped ButtonPress, DrawerOpen, BinPicking and Hammer EnergyFlow bundles are distilled:
 #   POLICY=diffusion scripts/train-defaults.sh button-press drawer-open
@@ -37,8 +40,17 @@
 #   scripts/teacher_rollouts.sh bin-picking build/rollouts/bin-picking-dp   # the teacher's own driving
 #   TEACHER_SHIFT=1.5 ROLLOUTS="$(echo build/rollouts/bin-picking-dp/r*)" FORCE=1 scripts/train-defaults.sh bin-picking
 #     (BinPicking's student also trains on the teacher's successful runtime episodes, ROLLOUTS:
-#     it wins back three of the demo's scenes, research/distill/README.md; its shipped 10 Hz
-#     threshold then comes from research/stop/false_trips.py --write on its own hours)
+#     it wins back three of the demo's scenes, research/distill/README.md)
+#   .venv/bin/python -m energyflow.takeovers --bundle bundles/metaworld-bin-picking --seeds 40000:40400 \
+#       --out build/rollouts/bin-picking-takeovers   # the scripted expert takes over where it stalls
+#   cp build/runs/metaworld-bin-picking/latest.pt build/runs/bin-picking-student.pt
+#   RESUME=build/runs/bin-picking-student.pt STEPS=16000 WARM=0 FORCE=1 \
+#     ROLLOUTS="$(echo build/rollouts/bin-picking-dp/r*) build/rollouts/bin-picking-takeovers" \
+#     scripts/train-defaults.sh bin-picking
+#     (BinPicking's takeover candidate, stop 77, not shipped yet: that student fine-tuned on the
+#     expert's takeovers too, plain loss, cold starts, research/interventions/README.md; the
+#     shipped student's 10 Hz threshold, and the candidate's, come from
+#     research/stop/false_trips.py --write on its own hours)
 #   POLICY=diffusion scripts/train-defaults.sh hammer
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; research/notes/evaluation-log.md, "Distilling the
@@ -252,6 +264,13 @@ for task in "${tasks[@]}"; do
     done
     distill+=(--rollouts "${runs[@]}")
   fi
+  if [ -n "${RESUME:-}" ]; then
+    # fine-tune: continue the checkpoint RESUME (its model and schedule) to STEPS in all; without
+    # TEACHER_SHIFT on the plain loss over the recorded actions, even when the checkpoint was distilled
+    [ "$policy" = energyflow ] || { echo "train-defaults.sh: RESUME fine-tunes an EnergyFlow state policy, not POLICY=$policy" >&2; exit 2; }
+    [ -f "$RESUME" ] || { echo "train-defaults.sh: RESUME: no checkpoint $RESUME" >&2; exit 2; }
+    [ -n "${TEACHER_SHIFT:-}" ] || distill+=(--teacher "")
+  fi
   demos=build/demos/$task.hdf5
   episodes=200
   if [ "$policy" = image ]; then
@@ -264,6 +283,10 @@ for task in "${tasks[@]}"; do
   w=("${width[@]}")
   [ -n "${WIDTH:-}" ] || [ "$task" != assembly ] || [ "$policy" != energyflow ] || w=(24 48 96)
   rm -rf "$run"
+  if [ -n "${RESUME:-}" ]; then
+    mkdir -p "$run" && cp "$RESUME" "$run/start.pt"   # copied first: RESUME may lie in the run folder just removed
+    distill+=(--resume "../$run/start.pt")
+  fi
   (cd training && ../$py -m energyflow train --data "../$demos" --out "../$run" --name "$name" \
       --down-dims "${w[@]}" --state-hidden 128 --head-dims 64 32 --batch-size 64 --lr 5e-4 \
       --warmup-steps 500 --steps "$steps" --ckpt-every 2000 --val-every 2000 --seed 0 --threads 1 --no-progress \
@@ -311,7 +334,10 @@ for task in "${tasks[@]}"; do
       # at 20 Hz Assembly and BinPicking start each plan from the committed one, σ 1 and 5 of the
       # 10 steps: success as cold, plans p90 inside the period, the stop as cold over half an hour
       # of warm driving each (docs/engines.md, "Warm starts")
-      case "$task" in assembly|bin-picking) sampler_set "bundles/$name" warm_start '{"sigma": 1, "steps": 5, "rate_hz": 20}' ;; esac
+      # (WARM=0 leaves them cold: BinPicking's takeover student loses episodes warm, research/interventions)
+      if [ "${WARM:-1}" != 0 ]; then
+        case "$task" in assembly|bin-picking) sampler_set "bundles/$name" warm_start '{"sigma": 1, "steps": 5, "rate_hz": 20}' ;; esac
+      fi
       ;;
     button-press|drawer-open)
       # at 10 Hz, the demo's rate, they start each plan from the committed one, σ 1 and 5 of

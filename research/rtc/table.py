@@ -7,10 +7,13 @@ first action against what the replaced chunk had planned for that tick), how
 plans start (cold, or warm from the committed plan: ``--warm-sigma``), the
 plans' latency and the stops.
 
-    .venv/bin/python -m research.rtc.table research/rtc/results/*.json
+    .venv/bin/python -m research.rtc.table research/rtc/results/*.json*
+
+A summary may be kept gzipped (``.json.gz``), as the later cells are, to keep the checkout light.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -67,12 +70,18 @@ def row(s: dict) -> str:
             f"| {_f(s.get('inference_p50_ms'), '{:.0f}')} / {_f(s.get('inference_p90_periods'), '{:.2f}')} | {stops} |")
 
 
+def read(path: Path) -> dict:
+    """A cell's summary, plain or gzipped (``.gz``)."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
 def table(paths: Sequence[Path]) -> List[str]:
     out = ["| task | rate, K | delay (periods) | real-time chunking | plans start | success [Wilson 95 %] "
            "| largest boundary jump / inside step (ratio) | plan switch: largest / median "
            "| plan p50 (ms) / p90 (periods) | stops |",
            "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = [json.loads(Path(p).read_text()) for p in paths]
+    rows = [read(Path(p)) for p in paths]
     rows.sort(key=lambda s: (policy(s), s["rate_hz"], s.get("delay_periods", 0), chunking(s) != "off", chunking(s),
                              start(s)))
     out += [row(s) for s in rows]

@@ -1,4 +1,5 @@
 """The real-time chunking table reads sim eval's summary as written."""
+import gzip
 import json
 
 from research.rtc.table import table
@@ -61,3 +62,10 @@ def test_other_bundles_rows_are_marked(tmp_path):
     assert ours.startswith("| assembly | 20 Hz")
     assert candidate.startswith("| assembly (assembly-candidate) | 20 Hz")
     assert dp.startswith("| assembly (Diffusion Policy) | 20 Hz")
+
+
+def test_gzipped_summary_reads_as_the_plain_one(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json.gz"
+    a.write_text(json.dumps(summary()))
+    b.write_bytes(gzip.compress(json.dumps(summary()).encode()))
+    assert table([a])[2] == table([b])[2]

@@ -31,3 +31,13 @@ def test_late_plan(pending, d, want_run, want_pending) -> None:
 def test_wilson_matches_the_textbook_values(k, n, lo, hi):
     a, b = wilson(k, n)
     assert a == pytest.approx(lo, abs=1e-3) and b == pytest.approx(hi, abs=1e-3)
+
+
+def test_command_line_refuses_negative_lateness(capsys) -> None:
+    """``--max-late`` below 0 is refused in one line before anything loads."""
+    from energyflow.rollout import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["no-such-bundle", "--task", "bin-picking", "--max-late", "-1"])
+    assert e.value.code == 2
+    assert "--max-late must be 0 or more, got -1" in capsys.readouterr().err
