@@ -113,7 +113,8 @@ def world_class():
 
 def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int = 500,
             policy_seed: Optional[int] = None, max_late: int = 0,
-            on_step: Optional[Callable[[List[np.ndarray]], None]] = None) -> Dict:
+            on_step: Optional[Callable[[List[np.ndarray]], None]] = None,
+            stop: Optional[Callable[[], bool]] = None) -> Dict:
     """One closed-loop episode on a ``sim.world.World``: scene ``seed``, sampler
     noise from ``policy_seed`` (default: the scene seed). Returns success,
     steps and the simulator's success step.
@@ -121,7 +122,8 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
     ``max_late`` > 0 imitates the runtime's lateness: each plan lands d steps
     late, d uniform in 0..max_late drawn after its noise (:func:`late_plan`).
     ``on_step(history)`` sees the observation history (oldest first, the
-    newest last) at the reset and after every step."""
+    newest last) at the reset and after every step; ``stop()``, asked after it, ends the episode
+    early when true (``stopped`` in the result)."""
     To, Ta = planner.obs_horizon, planner.action_horizon
     o = world.reset(level=level, seed=seed)
     hist = [o] * To
@@ -130,7 +132,8 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
     if on_step is not None:
         on_step(hist)
     steps, pending = 0, []
-    while steps < max_steps and not world.success:
+    halt = stop or (lambda: False)
+    while steps < max_steps and not world.success and not halt():
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
         actions = planner.plan(planner.cond(hist), z)
         if max_late > 0:
@@ -143,11 +146,11 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
             steps += 1
             if on_step is not None:
                 on_step(hist)
-            if world.success or steps >= max_steps:
+            if world.success or steps >= max_steps or halt():
                 break
         hist = hist[-To:]
     return {"seed": seed, "policy_seed": ps, "success": bool(world.success), "steps": steps,
-            "success_step": world.success_step}
+            "success_step": world.success_step, "stopped": not world.success and steps < max_steps}
 
 
 @dataclass

@@ -35,7 +35,7 @@ import numpy as np
 
 from .bundle import BundleError
 from .data import Demo, write_hdf5
-from .rollout import Planner, late_plan, load_planner, world_class
+from .rollout import Planner, load_planner, rollout, world_class
 
 #: width of obs/proprio: hand xyz and gripper opening, observation[0:4] (sim.record's layout)
 PROPRIO_DIM = 4
@@ -81,23 +81,10 @@ def run_scene(planner: Planner, world, expert: Callable[[np.ndarray], np.ndarray
               max_late: int = 1, max_steps: int = 500, extra_steps: int = 10) -> Takeover:
     """The policy drives scene ``seed`` until it succeeds or :class:`Stall` says to take over; then
     ``expert(obs)`` drives to success (plus ``extra_steps``) or ``max_steps`` in all."""
-    To, Ta = planner.obs_horizon, planner.action_horizon
-    o = world.reset(level="0", seed=seed)
-    hist, hands = [o] * To, [o[:3].copy()]
-    rng = np.random.default_rng(seed)
-    steps, pending = 0, []
-    while steps < max_steps and not world.success and not stall.due(hands):
-        z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
-        acts = planner.plan(planner.cond(hist), z)[0]
-        run, pending = late_plan(acts, pending, To, Ta, int(rng.integers(0, max_late + 1)))
-        for a in run:
-            o = world.step(a).obs
-            hist.append(o)
-            hands.append(o[:3].copy())
-            steps += 1
-            if world.success or steps >= max_steps or stall.due(hands):
-                break
-        hist = hist[-To:]
+    hands: List[np.ndarray] = []
+    r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late,
+                on_step=lambda hist: hands.append(hist[-1][:3].copy()), stop=lambda: stall.due(hands))
+    steps, o = r["steps"], world.obs
     if world.success:
         return Takeover(seed, True, None, False, None)
     if steps >= max_steps:
