@@ -47,10 +47,10 @@
 #   RESUME=build/runs/bin-picking-student.pt STEPS=16000 WARM=0 FORCE=1 \
 #     ROLLOUTS="$(echo build/rollouts/bin-picking-dp/r*) build/rollouts/bin-picking-takeovers" \
 #     scripts/train-defaults.sh bin-picking
-#     (BinPicking's takeover candidate, stop 77, not shipped yet: that student fine-tuned on the
-#     expert's takeovers too, plain loss, cold starts, research/interventions/README.md; the
-#     shipped student's 10 Hz threshold, and the candidate's, come from
-#     research/stop/false_trips.py --write on its own hours)
+#     (the shipped BinPicking bundle since stop 78: that student fine-tuned on the expert's
+#     takeovers too, plain loss, cold starts, research/interventions/README.md; its 10 Hz
+#     threshold comes from research/stop/false_trips.py --write on its own hours, its 20 Hz
+#     one from sim calibrate --rate 20)
 #   POLICY=diffusion scripts/train-defaults.sh hammer
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; research/notes/evaluation-log.md, "Distilling the
