@@ -3,6 +3,7 @@
     python -m sim.bridge --task button-press --map examples/maps/metaworld.yaml \
         --modbus 127.0.0.1:5020 --http 127.0.0.1:8090 [--lockstep | --rate 10] \
         [--camera-size 96x96 | --no-camera] [--watch-camera NAME] [--seed 0] [--level 0] [--auto-reset]
+        [--trace FILE]
 
 * Modbus TCP server (pymodbus) serving exactly the register map file.
   A *command* is a write that changes the heartbeat register; each command
@@ -40,6 +41,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import parse_qs, urlsplit
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -153,8 +155,9 @@ class Bridge:
                  jpeg_quality: int = 90, auto_reset: bool = False, auto_reset_hold: int = 20,
                  stream_resend: float = 1.0, heartbeat_timeout: float | None = None,
                  view_size: tuple[int, int] | None = None, view_fps: float = 10.0,
-                 watch_camera: str | None = None):
+                 watch_camera: str | None = None, trace: TextIO | None = None):
         self.world = world
+        self.trace = trace  # --trace: one JSON line per world step (_trace_step)
         self.map = regmap
         self.lockstep = lockstep
         self.rate = rate
@@ -346,6 +349,18 @@ class Bridge:
                 self._was_enabled = False
         return a
 
+    def _trace_step(self, action: np.ndarray) -> None:
+        """One line of the --trace file for the step just taken: the bridge's step count, the
+        episode's seed and step, the action applied (after enable and clipping) and the world's
+        physics (:meth:`World.physics`: hand, controller target, object, contacts)."""
+        w = self.world
+        ph = w.physics()
+        row = {"step": self.steps_total, "seed": w.seed, "episode_step": w.step_count,
+               "action": [round(float(x), 4) for x in action],
+               **{k: [round(v, 5) for v in ph[k]] for k in ("hand", "target", "object")}, "contacts": ph["contacts"]}
+        self.trace.write(json.dumps(row) + "\n")
+        self.trace.flush()
+
     def _command(self) -> None:
         """One control step: the latest command is applied to the world."""
         w = self.world
@@ -353,11 +368,14 @@ class Bridge:
             self.ignored_commands += 1
             return
         t0 = time.perf_counter()
-        w.step(self._action())
+        a = self._action()
+        w.step(a)
         t1 = time.perf_counter()
         if w.unstable:
             self.fault |= F_INTERNAL
         self.steps_total += 1
+        if self.trace is not None:
+            self._trace_step(a)
         self._publish_obs()
         self._render()
         self.stats["step_s"] += t1 - t0
@@ -733,12 +751,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None, help="episode length limit (default Meta-World's max_path_length, 500)")
     p.add_argument("--heartbeat-timeout", type=float, default=None, help="override the map's heartbeat_timeout (seconds)")
     p.add_argument("--auto-reset", action="store_true", help="demo: start the next episode (seed+1, pending level) 20 steps after success or at truncation")
+    p.add_argument("--trace", default=os.environ.get("ENERGYFLOW_SIM_TRACE") or None, metavar="FILE",
+                   help="append one JSON line per world step to FILE: the action applied, the hand, its "
+                        "controller's target, the object and the contacts (default: $ENERGYFLOW_SIM_TRACE, "
+                        "which reaches the bridge through energyflow sim and sim eval)")
     p.add_argument("--log-level", default="WARNING")
     return p
 
 
 async def _amain(args) -> int:
     regmap = load_map(args.map)
+    trace = None
+    if args.trace:
+        try:
+            trace = open(args.trace, "a", encoding="utf-8")
+        except OSError as exc:
+            raise SystemExit(f"bridge: --trace {args.trace}: {exc.strerror}") from None
     cam = None if args.no_camera else args.camera_size
     world = World(args.task, camera_size=cam, camera_name=args.camera, max_steps=args.max_steps,
                   render_quality=args.render_quality)
@@ -756,7 +784,7 @@ async def _amain(args) -> int:
                     jpeg_quality=args.jpeg_quality, auto_reset=args.auto_reset,
                     heartbeat_timeout=args.heartbeat_timeout,
                     view_size=args.view_size, view_fps=args.view_fps,
-                    watch_camera=args.watch_camera)
+                    watch_camera=args.watch_camera, trace=trace)
     await bridge.start(parse_hostport(args.modbus), parse_hostport(args.http))
     print(json.dumps(bridge.ready_line()), flush=True)
     stop = asyncio.Event()
@@ -769,6 +797,8 @@ async def _amain(args) -> int:
     await stop.wait()
     await bridge.stop()
     world.close()
+    if trace is not None:
+        trace.close()
     return 0
 
 

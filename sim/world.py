@@ -358,6 +358,20 @@ class World:
             self.obs[ARM_STATE] = 0.0
             self.obs[ARM_STATE_PREV] = 0.0
 
+    def physics(self) -> dict:
+        """What the simulator knows and a real arm's registers do not, for a trace (the bridge's
+        ``--trace``): the hand's true position, its controller's target (the mocap body the hand is
+        welded to), the first object's position as observed, and the contacts now, each named
+        ``a|b`` (a geom's name, else its body's), sorted, without repeats."""
+        m, d = self.env.model, self.env.data
+
+        def name(g: int) -> str:
+            return m.geom(g).name or m.body(int(m.geom_bodyid[g])).name
+
+        pairs = {f"{name(int(c.geom1))}|{name(int(c.geom2))}" for c in d.contact[:d.ncon]}
+        return {"hand": [float(x) for x in d.body("hand").xpos], "target": [float(x) for x in d.mocap_pos[0]],
+                "object": [float(x) for x in self.obs[4:7]], "contacts": sorted(pairs)}
+
     def hold(self) -> None:
         """Stop the arm where it is: the mocap target jumps to the hand (a controller's stop)."""
         env = self.env

@@ -193,6 +193,14 @@ def test_watch_stream_is_a_second_camera_rendered_every_step(bridge):
         assert r.returncode != 0 and msg in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
 
 
+def test_trace_that_cannot_be_written_is_refused_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sim.bridge", "--no-camera", "--trace", str(tmp_path / "no" / "t.jsonl"),
+                        "--modbus", "127.0.0.1:0", "--http", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa")))
+    assert r.returncode != 0 and "--trace" in r.stderr and "No such file" in r.stderr, r.stderr
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+
+
 def test_scripted_episode_succeeds_through_bridge(bridge, arm):
     http_json(bridge.http, "/episode/reset", {"task": "button-press", "level": "0", "seed": 11})
     # The shared bridge's heartbeat (10 s) can lapse while the tests before run bridges of their

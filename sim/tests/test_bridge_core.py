@@ -1,6 +1,8 @@
 """The bridge's register logic in-process (no sockets): fast checks of the semantics."""
 
 import argparse
+import io
+import json
 import math
 
 import numpy as np
@@ -112,6 +114,33 @@ def test_reset_opens_the_held_gripper(core):
         _cmd(b, m, [0.0, 0.0, 0.0, 1.0], hb)
     assert b.world.step_count == 5
     assert b.world.obs[3] == pytest.approx(g0, abs=1e-3), "the gripper moved while disabled after a reset"
+
+
+def test_trace_writes_a_line_per_step():
+    """--trace: one JSON line per world step, with the action as applied (zero while disabled)
+    and what only the simulator knows: hand, controller target, object, contacts."""
+    m = load_map(REPO / "examples" / "maps" / "metaworld.yaml")
+    w = World("button-press", camera_size=None, max_steps=30)
+    w.reset(seed=3)
+    out = io.StringIO()
+    b = Bridge(w, m, lockstep=True, auto_reset=False, trace=out)
+    b._publish_obs()
+    try:
+        _cmd(b, m, [1.0, 0.0, 0.0, 0.5], 1)                 # not enabled: the arm holds
+        b.write(FC_WRITE, m.signal("enable").address, [1])
+        for hb in range(2, 5):
+            _cmd(b, m, [1.0, 0.0, 0.0, 0.5], hb)
+    finally:
+        w.close()
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["episode_step"] for r in rows] == [1, 2, 3, 4] and {r["seed"] for r in rows} == {3}
+    assert rows[0]["action"][:3] == [0.0, 0.0, 0.0] and rows[1]["action"][:3] == [1.0, 0.0, 0.0]
+    for r in rows:
+        assert len(r["hand"]) == len(r["target"]) == len(r["object"]) == 3
+        assert all(isinstance(c, str) and "|" in c for c in r["contacts"])
+    assert rows[-1]["target"][0] > rows[1]["target"][0]      # the commanded +x moved the target
+    assert rows[-1]["object"] == pytest.approx(list(w.obs[4:7]), abs=1e-5)
 
 
 @pytest.mark.parametrize("arg,want", [("96x96", (96, 96)), ("320X240", (320, 240)), (" 64x48", (64, 48))])
