@@ -12,7 +12,8 @@ Here Meta-World's scripted expert stands in for the operator (on a robot, the op
 teleoperated corrections are the same data). Each scene runs the bundle's reference sampler on ONNX
 Runtime straight on the simulator (:mod:`energyflow.rollout`, plans landing 0 to
 ``--max-late`` steps late as through the runtime); the expert takes over when the hand has moved
-less than ``--stall-m`` over the last ``--stall-steps`` steps, or at step ``--takeover-at``. If the
+less than ``--stall-m`` over the last ``--stall-steps`` steps, or at step ``--takeover-at``, or
+(``--held-steps``) when the hand stands held away from its controller's target. If the
 expert then succeeds, its segment from the takeover (states and its actions, to ``--extra-steps``
 after success, as ``sim.record`` records) is a new demonstration, written where ``energyflow train
 --rollouts DIR`` reads recorded episodes: the training windows gain them, the normalisers and the
@@ -66,6 +67,32 @@ class Stall:
 
 
 @dataclass
+class Held:
+    """A second reason to take over (off unless given): the hand stands held away from its
+    controller's target. Over the last ``steps`` steps it moved less than ``metres`` while standing
+    at least ``gap`` from the target at every one of them: it presses on something it landed on (a
+    claw on the bin's wall, fingers on the object) while its target runs on. In free motion the hand
+    trails its target by up to ~3 cm but moves; at a grasp it stands at its target."""
+
+    steps: int = 5
+    metres: float = 0.01
+    gap: float = 0.025
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or not self.metres > 0 or not self.gap > 0:
+            raise ValueError(f"held rule needs steps ≥ 1, metres > 0 and gap > 0, got {self}")
+
+    def due(self, hands: Sequence[np.ndarray], targets: Sequence[np.ndarray]) -> bool:
+        """Whether to take over after the last step: ``hands`` and ``targets`` are the hand's xyz and
+        its controller's target at every step so far (the reset's first)."""
+        if len(hands) <= self.steps:
+            return False
+        if float(np.linalg.norm(hands[-1] - hands[-1 - self.steps])) >= self.metres:
+            return False
+        return all(float(np.linalg.norm(hands[-k] - targets[-k])) >= self.gap for k in range(1, self.steps + 2))
+
+
+@dataclass
 class Takeover:
     """One scene: where the operator took over (None: the policy succeeded alone) and the
     operator's segment when it succeeded."""
@@ -78,12 +105,20 @@ class Takeover:
 
 
 def run_scene(planner: Planner, world, expert: Callable[[np.ndarray], np.ndarray], seed: int, stall: Stall,
-              max_late: int = 1, max_steps: int = 500, extra_steps: int = 10) -> Takeover:
-    """The policy drives scene ``seed`` until it succeeds or :class:`Stall` says to take over; then
-    ``expert(obs)`` drives to success (plus ``extra_steps``) or ``max_steps`` in all."""
+              max_late: int = 1, max_steps: int = 500, extra_steps: int = 10, held: Optional[Held] = None) -> Takeover:
+    """The policy drives scene ``seed`` until it succeeds or :class:`Stall` (or ``held``,
+    :class:`Held`) says to take over; then ``expert(obs)`` drives to success (plus ``extra_steps``)
+    or ``max_steps`` in all."""
     hands: List[np.ndarray] = []
-    r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late,
-                on_step=lambda hist: hands.append(hist[-1][:3].copy()), stop=lambda: stall.due(hands))
+    targets: List[np.ndarray] = []
+
+    def on_step(hist: List[np.ndarray]) -> None:
+        hands.append(hist[-1][:3].copy())
+        if held is not None:
+            targets.append(np.asarray(world.physics()["target"]))
+
+    r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late, on_step=on_step,
+                stop=lambda: stall.due(hands) or (held is not None and held.due(hands, targets)))
     steps, o = r["steps"], world.obs
     if world.success:
         return Takeover(seed, True, None, False, None)
@@ -149,11 +184,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--stall-steps", type=int, default=100)
     ap.add_argument("--stall-m", type=float, default=0.01)
     ap.add_argument("--takeover-at", type=int, default=300)
+    ap.add_argument("--held-steps", type=int, default=0,
+                    help="also take over when the hand stood this many steps held away from its controller's "
+                         "target (Held; 0: off)")
+    ap.add_argument("--held-m", type=float, default=0.01, help="held: moved less than this over those steps")
+    ap.add_argument("--held-gap", type=float, default=0.025, help="held: at least this far from its target at each")
     ap.add_argument("--max-late", type=int, default=1, help="plans land 0..N steps late, as through the runtime")
     ap.add_argument("--extra-steps", type=int, default=10)
     args = ap.parse_args(argv)
     try:
         stall = Stall(args.stall_steps, args.stall_m, args.takeover_at)
+        held = Held(args.held_steps, args.held_m, args.held_gap) if args.held_steps else None
     except ValueError as e:
         ap.error(str(e))
 
@@ -172,13 +213,14 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     got: List[Takeover] = []
     rows = []
     for seed in args.seeds:
-        t = run_scene(planner, world, expert, seed, stall, args.max_late, extra_steps=args.extra_steps)
+        t = run_scene(planner, world, expert, seed, stall, args.max_late, extra_steps=args.extra_steps, held=held)
         got.append(t)
         rows.append({"seed": t.seed, "policy_success": t.policy_success, "takeover_step": t.takeover_step,
                      "expert_success": t.expert_success, "length": t.demo.length if t.demo else 0})
         print(json.dumps(rows[-1]), flush=True)
     kept = [t for t in got if t.demo is not None]
     summary = {"bundle": args.bundle, "seeds": [args.seeds.start, args.seeds.stop], "stall": vars(stall),
+               "held": vars(held) if held else None,
                "max_late": args.max_late, "policy_successes": sum(r["policy_success"] for r in rows),
                "takeovers": sum(r["takeover_step"] is not None for r in rows), "takeovers_kept": len(kept),
                "scenes": rows}

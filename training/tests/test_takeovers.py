@@ -7,7 +7,7 @@ import pytest
 
 from energyflow.data import Demo, load_rollouts
 
-from energyflow.takeovers import Stall, Takeover, parse_seeds, write_takeovers
+from energyflow.takeovers import Held, Stall, Takeover, parse_seeds, write_takeovers
 
 
 def _hands(moves):
@@ -34,6 +34,31 @@ def test_stall_due(moves, due):
 def test_stall_refuses_bad_rules(kw):
     with pytest.raises(ValueError, match="stall rule"):
         Stall(**kw)
+
+
+def _track(zs, target_z):
+    """Hands at heights zs (x = y = 0) and their targets at target_z (one per step, or a constant)."""
+    tz = target_z if isinstance(target_z, list) else [target_z] * len(zs)
+    return [np.array([0.0, 0.0, z]) for z in zs], [np.array([0.0, 0.0, z]) for z in tz]
+
+
+@pytest.mark.parametrize("zs,target_z,due", [
+    ([0.105] * 6, 0.070, True),                               # stands 3.5 cm above its target: a claw on the wall
+    ([0.105] * 5, 0.070, False),                              # not yet for the whole window
+    ([0.071] * 6, 0.070, False),                              # stands at its target: a grasp at the floor
+    ([0.20 - 0.008 * i for i in range(6)], [0.17 - 0.01 * i for i in range(6)], False),  # free motion, trailing 3 cm
+    ([0.105] * 5 + [0.090], 0.070, False),                    # moved 1.5 cm in the window: let go
+    ([0.105] * 6, [0.070] * 3 + [0.085] * 3, False),          # still, but the gap closed to 2 cm
+])
+def test_held_due(zs, target_z, due):
+    hands, targets = _track(zs, target_z)
+    assert Held(steps=5, metres=0.01, gap=0.025).due(hands, targets) is due
+
+
+@pytest.mark.parametrize("kw", [dict(steps=0), dict(metres=0.0), dict(gap=-0.01), dict(gap=float("nan"))])
+def test_held_refuses_bad_rules(kw):
+    with pytest.raises(ValueError, match="held rule"):
+        Held(**kw)
 
 
 def test_parse_seeds():
