@@ -358,6 +358,10 @@ class World:
             self.obs[ARM_STATE] = 0.0
             self.obs[ARM_STATE_PREV] = 0.0
 
+    def target(self) -> np.ndarray:
+        """The hand's controller target: the mocap body the hand is welded to (a copy)."""
+        return np.array(self.env.data.mocap_pos[0], dtype=np.float64)
+
     def physics(self) -> dict:
         """What the simulator knows and a real arm's registers do not, for a trace (the bridge's
         ``--trace``): the hand's true position, its controller's target (the mocap body the hand is
@@ -369,7 +373,7 @@ class World:
             return m.geom(g).name or m.body(int(m.geom_bodyid[g])).name
 
         pairs = {f"{name(int(c.geom1))}|{name(int(c.geom2))}" for c in d.contact[:d.ncon]}
-        return {"hand": [float(x) for x in d.body("hand").xpos], "target": [float(x) for x in d.mocap_pos[0]],
+        return {"hand": [float(x) for x in d.body("hand").xpos], "target": [float(x) for x in self.target()],
                 "object": [float(x) for x in self.obs[4:7]], "contacts": sorted(pairs)}
 
     def hold(self) -> None:

@@ -42,6 +42,12 @@ from .rollout import Planner, load_planner, rollout, world_class
 PROPRIO_DIM = 4
 
 
+def _still(hands: Sequence[np.ndarray], steps: int, metres: float) -> bool:
+    """Whether the hand moved less than ``metres`` over the last ``steps`` steps (False before it
+    has made that many)."""
+    return len(hands) > steps and float(np.linalg.norm(hands[-1] - hands[-1 - steps])) < metres
+
+
 @dataclass
 class Stall:
     """When the operator takes over: the hand has moved less than ``metres`` over the last ``steps``
@@ -58,12 +64,7 @@ class Stall:
     def due(self, hands: Sequence[np.ndarray]) -> bool:
         """Whether to take over after the last of ``hands`` (the hand's xyz at every step so far,
         the reset's first)."""
-        n = len(hands) - 1
-        if n >= self.latest:
-            return True
-        if n < self.steps:
-            return False
-        return float(np.linalg.norm(hands[-1] - hands[-1 - self.steps])) < self.metres
+        return len(hands) - 1 >= self.latest or _still(hands, self.steps, self.metres)
 
 
 @dataclass
@@ -85,11 +86,8 @@ class Held:
     def due(self, hands: Sequence[np.ndarray], targets: Sequence[np.ndarray]) -> bool:
         """Whether to take over after the last step: ``hands`` and ``targets`` are the hand's xyz and
         its controller's target at every step so far (the reset's first)."""
-        if len(hands) <= self.steps:
-            return False
-        if float(np.linalg.norm(hands[-1] - hands[-1 - self.steps])) >= self.metres:
-            return False
-        return all(float(np.linalg.norm(hands[-k] - targets[-k])) >= self.gap for k in range(1, self.steps + 2))
+        return _still(hands, self.steps, self.metres) and all(
+            float(np.linalg.norm(hands[-k] - targets[-k])) >= self.gap for k in range(1, self.steps + 2))
 
 
 @dataclass
@@ -115,7 +113,7 @@ def run_scene(planner: Planner, world, expert: Callable[[np.ndarray], np.ndarray
     def on_step(hist: List[np.ndarray]) -> None:
         hands.append(hist[-1][:3].copy())
         if held is not None:
-            targets.append(np.asarray(world.physics()["target"]))
+            targets.append(world.target())
 
     r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late, on_step=on_step,
                 stop=lambda: stall.due(hands) or (held is not None and held.due(hands, targets)))
