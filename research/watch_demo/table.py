@@ -1,9 +1,13 @@
 """The watched-demo runs (scripts/watch_demo.sh summaries, tracked here) as one Markdown table.
 
-    .venv/bin/python -m research.watch_demo.table research/watch_demo/*.json
+    .venv/bin/python -m research.watch_demo.table research/watch_demo/*.json.gz
+
+Summaries are read plain or gzipped (the tracked ones are gzipped); a run is named by its file name
+without ``.json``/``.json.gz``.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -39,12 +43,27 @@ def row(s: dict, run: str) -> str:
             f"| {s['successes']}/{s['episodes_level0']} [{lo * 100:.1f}–{hi * 100:.1f} %] | **{stops}** | {late} | {'; '.join(check) or '–'} |")
 
 
+def read(path: Path) -> dict:
+    """A summary, plain or gzipped (``.gz``)."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
+def run_name(path: Path) -> str:
+    """The run's name: the file name less ``.json`` or ``.json.gz``."""
+    name = path.name
+    for ext in (".json.gz", ".json"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return path.stem
+
+
 def table(paths: Sequence[Path]) -> List[str]:
     out = ["| run | bundle | watched | video frames decoded | level-0 episodes succeeded [Wilson 95 %] | stops while watched "
            "| ticks past their deadline | level check (page) |",
            "|---|---|---|---|---|---|---|---|"]
     for p in paths:
-        out.append(row(json.loads(Path(p).read_text()), Path(p).stem))
+        out.append(row(read(Path(p)), run_name(Path(p))))
     return out
 
 

@@ -1,4 +1,5 @@
 """The watched-demo table reads scripts/watch_demo.sh's summary as written."""
+import gzip
 import json
 
 from research.watch_demo.table import table
@@ -55,3 +56,16 @@ def test_a_level_check_on_a_latched_stop_is_not_a_measurement(tmp_path):
     p.write_text(json.dumps(s))
     r = table([p])[2]
     assert "unlatched by a new level-0 episode in 3.9 s; L stopped after 0.1 s" in r
+
+
+def test_a_gzipped_summary_reads_as_the_plain_one(tmp_path):
+    s = {"task": "drawer-open", "minutes": 10, "busy_loops": 0,
+         "viewer": {"frames_decoded": 5000, "fps": 8.0},
+         "episodes_level0": 40, "successes": 39, "success_ci95": [0.871, 0.996],
+         "stops_while_watched": 0, "stops": []}
+    plain, packed = tmp_path / "do.json", tmp_path / "do-gz.json.gz"
+    plain.write_text(json.dumps(s))
+    packed.write_bytes(gzip.compress(json.dumps(s).encode()))
+    a, b = table([plain, packed])[2:]
+    assert a.startswith("| do | metaworld-drawer-open |") and b.startswith("| do-gz | metaworld-drawer-open |")
+    assert a.split("|")[2:] == b.split("|")[2:]
