@@ -14,7 +14,7 @@ import gzip
 import json
 import sys
 from pathlib import Path
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,6 +37,15 @@ def longest_stand(steps: List[dict], window: int = 5, metres: float = 0.01, gap:
     return best
 
 
+def start_object(steps: List[dict]) -> Optional[Tuple[float, float]]:
+    """The object's x, y at the episode's first line that carries it (the cut traces keep it on the
+    first steps only), or None."""
+    for r in steps:
+        if "object" in r:
+            return float(r["object"][0]), float(r["object"][1])
+    return None
+
+
 def episodes(path: Path) -> Dict[Tuple[int, int], List[dict]]:
     """A trace's lines by episode: (order of first appearance, scene seed)."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -55,10 +64,13 @@ def episodes(path: Path) -> Dict[Tuple[int, int], List[dict]]:
 def main(argv: List[str]) -> None:
     for a in argv:
         eps = episodes(Path(a))
-        stands = {seed: longest_stand(rs) for (_, seed), rs in eps.items()}
-        hit = {s: n for s, n in stands.items() if n}
-        print(f"{a}: {len(eps)} episodes, {len(hit)} with a wall stand"
-              + (": " + ", ".join(f"scene {s} {n} steps" for s, n in hit.items()) if hit else ""))
+        hit = []
+        for (_, seed), rs in eps.items():
+            n = longest_stand(rs)
+            if n:
+                xy = start_object(rs)
+                hit.append(f"scene {seed} {n} steps" + (f" (object at x {xy[0]:.3f}, y {xy[1]:.3f})" if xy else ""))
+        print(f"{a}: {len(eps)} episodes, {len(hit)} with a wall stand" + (": " + ", ".join(hit) if hit else ""))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from research.interventions.stands import episodes, longest_stand
+from research.interventions.stands import episodes, longest_stand, start_object
 
 
 def line(step, z, target_z=0.07, contacts=("rightclaw_it|binA",), seed=23):
@@ -26,3 +26,9 @@ def test_episodes_split_on_seed_and_restart(tmp_path):
     p = tmp_path / "t.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [len(v) for v in episodes(p).values()] == [2, 1, 1]
+
+
+def test_start_object_reads_the_first_line_that_has_it():
+    steps = [line(0, 0.2), dict(line(1, 0.2), object=[-0.046, 0.718, 0.03]), dict(line(2, 0.2), object=[0.0, 0.0, 0.0])]
+    assert start_object(steps) == (-0.046, 0.718)
+    assert start_object([line(0, 0.2)]) is None
