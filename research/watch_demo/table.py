@@ -51,11 +51,7 @@ def read(path: Path) -> dict:
 
 def run_name(path: Path) -> str:
     """The run's name: the file name less ``.json`` or ``.json.gz``."""
-    name = path.name
-    for ext in (".json.gz", ".json"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return path.stem
+    return path.name.removesuffix(".gz").removesuffix(".json")
 
 
 def table(paths: Sequence[Path]) -> List[str]:
