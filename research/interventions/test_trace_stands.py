@@ -25,7 +25,8 @@ def test_trace_line(name, step, has_object):
 
 def test_expert_run_traces_every_step(tmp_path):
     out = tmp_path / "t.jsonl.gz"
-    res = run("bin-picking", range(4, 6), out)
+    res, horizon = run("bin-picking", range(4, 6), out)
+    assert horizon is None   # the expert has no plans
     assert [r["seed"] for r in res] == [4, 5]
     assert all(r["success"] for r in res)
     lines = [json.loads(x) for x in gzip.open(out, "rt")]

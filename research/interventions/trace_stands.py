@@ -18,7 +18,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from energyflow.stats import wilson
 from research.interventions.stands import longest_stand, on_bin
@@ -51,9 +51,10 @@ def expert_episode(world, policy, seed: int, level: str, max_steps: int,
 
 def run(task: str, seeds: range, out: Path, bundle: Optional[str] = None, max_late: int = 0,
         level: str = "0", max_steps: int = 500, steps: Optional[int] = None,
-        action_horizon: Optional[int] = None) -> List[Dict]:
+        action_horizon: Optional[int] = None) -> Tuple[List[Dict], Optional[int]]:
     """Runs each scene once (the expert when ``bundle`` is None), writes the cut trace to ``out``
-    (gzip when it ends in .gz) and returns per scene: seed, success, steps, stand, object."""
+    (gzip when it ends in .gz) and returns per scene: seed, success, steps, stand, object; and the
+    actions each plan ran (``action_horizon``, else the bundle's T_a; None for the expert)."""
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     from sim.world import World, expert_policy
     world = World(task, camera_size=None)
@@ -84,16 +85,7 @@ def run(task: str, seeds: range, out: Path, bundle: Optional[str] = None, max_la
                             "stand": longest_stand(lines), "object": [round(obj[0], 4), round(obj[1], 4)],
                             "bin_contact_steps": sum(on_bin(ln["contacts"]) for ln in lines)})
     world.close()
-    return results
-
-
-def effective_horizon(bundle: Optional[str], override: Optional[int]) -> Optional[int]:
-    """The actions a bundle's plans run: ``override``, else its manifest's T_a; None for the expert."""
-    if bundle is None:
-        return None
-    if override is not None:
-        return override
-    return int(json.loads((Path(bundle) / "manifest.json").read_text())["action_horizon"])
+    return results, None if planner is None else planner.action_horizon
 
 
 def table_row(summary: dict) -> str:
@@ -141,8 +133,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--json", type=Path, help="per-scene summary")
     a = p.parse_args(argv)
     lo, hi = (int(v) for v in a.seeds.split(":"))
-    res = run(a.task, range(lo, hi), a.out, a.bundle, a.max_late, a.level, steps=a.steps,
-              action_horizon=a.action_horizon)
+    res, horizon = run(a.task, range(lo, hi), a.out, a.bundle, a.max_late, a.level, steps=a.steps,
+                       action_horizon=a.action_horizon)
     for r in res:
         if r["stand"]:
             print(f"scene {r['seed']}: stand {r['stand']} steps, object x {r['object'][0]:.3f} y {r['object'][1]:.3f}, "
@@ -155,7 +147,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         opener = gzip.open if a.json.suffix == ".gz" else open
         with opener(a.json, "wt") as f:
             json.dump({"task": a.task, "who": "expert" if a.expert else a.bundle, "max_late": a.max_late,
-                       "action_horizon": effective_horizon(a.bundle, a.action_horizon), "steps": a.steps, "results": res}, f, indent=1)
+                       "action_horizon": horizon, "steps": a.steps, "results": res}, f, indent=1)
 
 
 if __name__ == "__main__":
