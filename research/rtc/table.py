@@ -40,12 +40,22 @@ def chunking(s: dict) -> str:
 
 
 def start(s: dict) -> str:
-    """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps)."""
+    """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps;
+    with --warm-max-age, from a committed plan at most that many periods old, and the share of plans
+    that started warm where the episodes count them)."""
     sig = s.get("warm_sigma")
     if not sig:
         return "cold"
     steps = s.get("warm_steps") or "K/2"
-    return f"warm σ {sig:g}, {steps} steps"
+    out = f"warm σ {sig:g}, {steps} steps"
+    age = s.get("warm_max_age")
+    if age:
+        out += f", ≤ {age} periods old"
+        rs = s.get("results") or []
+        replans = sum(r.get("replans", 0) for r in rs)
+        if replans:
+            out += f" ({100 * sum(r.get('warm_plans', 0) for r in rs) / replans:.0f} % warm)"
+    return out
 
 
 def policy(s: dict) -> str:

@@ -37,6 +37,11 @@ def test_warm_start_column(tmp_path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(summary(chunking="off", warm_sigma=1.0, warm_steps=5)))
     assert "| off | warm σ 1, 5 steps | 19/20" in table([a])[2]
+    b = tmp_path / "b.json"
+    s = summary(chunking="off", warm_sigma=1.0, warm_steps=5, warm_max_age=2)
+    s["results"] = [{"replans": 30, "warm_plans": 29}, {"replans": 10, "warm_plans": 1}]
+    b.write_text(json.dumps(s))
+    assert "| off | warm σ 1, 5 steps, ≤ 2 periods old (75 % warm) | 19/20" in table([b])[2]
 
 
 def test_bench_table(tmp_path):
