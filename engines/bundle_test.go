@@ -69,7 +69,6 @@ func TestLoadBundleRefuses(t *testing.T) {
 		{"warm start steps", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 0}), []string{`"sampler.warm_start"`, "at least 1"}},
 		{"warm start past K", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 21}), []string{`"sampler.warm_start.steps"`, "at most sampler.steps (20)"}},
 		{"warm start rate", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 5, "rate_hz": -20}), []string{`"sampler.warm_start.rate_hz"`, "Hz > 0"}},
-		{"warm start max age", nil, set("sampler.warm_start", map[string]any{"sigma": 1, "steps": 5, "max_age": -1}), []string{`"sampler.warm_start.max_age"`, "(≥ 1), or 0"}},
 		{"refs shape", nil, func(m map[string]any) {
 			m["reference_actions"].([]any)[3] = []any{[]float64{1, 2, 3}}
 		}, []string{`"reference_actions[3]"`, "expected pred_horizon = 4"}},

@@ -321,11 +321,6 @@ type WarmSpec struct {
 	// RateHz is the control rate its success and stop were measured at:
 	// the runtime takes it only there (0: at any rate).
 	RateHz float64 `json:"rate_hz,omitempty"`
-	// MaxAge is the committed plan's age, in control periods since its
-	// observation, past which the next plan starts cold: on a host whose
-	// plans land late the committed plan is stale, and starting from it
-	// carries its mistakes on (0: any age).
-	MaxAge int `json:"max_age,omitempty"`
 }
 
 // Applies reports whether the warm start is the runtime's default at
@@ -474,9 +469,6 @@ func (m *Manifest) validate(file string) error {
 			}
 			if !(w.RateHz >= 0) || math.IsInf(w.RateHz, 0) {
 				p.add("sampler.warm_start.rate_hz", "got %v, expected the control rate it was measured at (Hz > 0), or 0 for any", w.RateHz)
-			}
-			if w.MaxAge < 0 {
-				p.add("sampler.warm_start.max_age", "got %d, expected the committed plan's age in control periods past which plans start cold (≥ 1), or 0 for any", w.MaxAge)
 			}
 		}
 	case PolicyDiffusion:

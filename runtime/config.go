@@ -177,10 +177,6 @@ type WarmConfig struct {
 	Steps int `yaml:"steps"`
 	// Off starts every plan cold, whatever the bundle sets.
 	Off bool `yaml:"off"`
-	// MaxAge starts a plan cold when the committed plan is older than this
-	// many control periods (since its observation): plans that land late
-	// make it stale. 0 with Sigma set: any age; with Sigma 0: the bundle's.
-	MaxAge int `yaml:"max_age"`
 }
 
 // RecordingConfig controls episode recording in HDF5.
@@ -328,10 +324,8 @@ func (c *Config) Validate() error {
 	}
 	if w := c.Loop.Warm; !(w.Sigma >= 0 && !math.IsInf(w.Sigma, 0)) || w.Steps < 0 {
 		add("loop", fmt.Errorf("warm_start: sigma %v, steps %d: want sigma 0 (the bundle's) or a noise level of the bundle's schedule, steps 0 (half of K) or more", w.Sigma, w.Steps))
-	} else if w.MaxAge < 0 {
-		add("loop", fmt.Errorf("warm_start: max_age %d: want the committed plan's age in control periods past which plans start cold (1 or more), or 0", w.MaxAge))
-	} else if w.Off && (w.Sigma > 0 || w.Steps > 0 || w.MaxAge > 0) {
-		add("loop", fmt.Errorf("warm_start: off with sigma %v, steps %d, max_age %d: set one (off: every plan cold)", w.Sigma, w.Steps, w.MaxAge))
+	} else if w.Off && (w.Sigma > 0 || w.Steps > 0) {
+		add("loop", fmt.Errorf("warm_start: off with sigma %v, steps %d: set one (off: every plan cold)", w.Sigma, w.Steps))
 	} else if w.Sigma > 0 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
 		add("loop", fmt.Errorf("warm_start and realtime_chunking (mode %s) are both on: use one (a warm start already begins at the committed plan)", c.Loop.Chunking.Mode))
 	}

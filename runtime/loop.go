@@ -125,7 +125,6 @@ type LoopStats struct {
 	Chunks         int64 // chunks committed
 	ActionsDropped int64 // actions dropped by latency compensation
 	Replans        int64
-	WarmPlans      int64 // replans that started warm, from the committed plan (loop.warm_start)
 	InferErrors    int64
 	ScoreErrors    int64 // failed re-scores and failed state-term evaluations
 	ScoreLate      int64 // ticks whose re-score missed score_wait
@@ -144,7 +143,7 @@ type LoopStats struct {
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
 	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
-	latePlans, lateSpells, bridged, warmPlans                                                                 atomic.Int64
+	latePlans, lateSpells, bridged                                                                            atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -201,7 +200,6 @@ type Loop struct {
 	// with the newest chunk's window (rows prevFirst … prevFirst+prevN−1).
 	chunking         ChunkingConfig
 	warm             warmSampler // loop.warm_start on: the sampler's warm start (warm.go)
-	warmMaxAge       int         // loop.warm_start.max_age: plans from an older committed plan start cold; 0: any
 	joins            joinMeter
 	execSeq          int64
 	execFresh        bool
@@ -347,7 +345,7 @@ func (l *Loop) Machine() *Machine { return l.machine }
 func (l *Loop) Stats() LoopStats {
 	c := &l.stats
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
-		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), WarmPlans: c.warmPlans.Load(), InferErrors: c.inferErrors.Load(),
+		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
 		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(), Bridged: c.bridged.Load(),
 		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load()}
 }
@@ -626,13 +624,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.fillGuide(l.infer.job.guide, l.obs.newest)
-			warm := l.fillWarm(l.infer.job, l.obs.newest)
-			l.infer.job.useWarm = warm
+			l.infer.job.useWarm = l.fillWarm(l.infer.job, l.obs.newest)
 			l.infer.submit()
 			l.stats.replans.Add(1)
-			if warm {
-				l.stats.warmPlans.Add(1)
-			}
 		} else {
 			l.condFailed(now, err)
 		}

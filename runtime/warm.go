@@ -26,7 +26,6 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 	}
 	if c.Sigma == 0 {
 		var why string
-		maxAge := c.MaxAge
 		if c, why = l.bundleWarm(s); c.Sigma == 0 {
 			if why != "" {
 				l.log.Info("warm start: plans start cold", "bundle_sets", "sampler.warm_start", "why", why)
@@ -34,9 +33,6 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 			return nil
 		}
 		from = "the bundle's sampler.warm_start"
-		if maxAge > 0 {
-			c.MaxAge = maxAge
-		}
 	}
 	m := l.d.Manifest
 	if !m.HasEnergy() {
@@ -61,10 +57,8 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 		return fmt.Errorf("runtime: loop.%w", err)
 	}
 	l.warm = ws
-	l.warmMaxAge = c.MaxAge
 	l.infer.job.warm = &engines.Warm{Actions: make([]float32, l.tp*l.dim), Sigma: c.Sigma, Steps: steps}
-	l.log.Info("warm start: each plan after the first starts from the committed one", "sigma", c.Sigma, "steps", steps,
-		"max_age_periods", c.MaxAge, "from", from)
+	l.log.Info("warm start: each plan after the first starts from the committed one", "sigma", c.Sigma, "steps", steps, "from", from)
 	return nil
 }
 
@@ -94,20 +88,19 @@ func (l *Loop) bundleWarm(s PolicySampler) (WarmConfig, string) {
 	if hz := l.d.Config.Loop.RateHz; !w.Applies(hz, k, m.Sampler.Steps) {
 		return WarmConfig{}, fmt.Sprintf("it was measured at K = %d and %g Hz (0: any), this loop runs K = %d at %g Hz", m.Sampler.Steps, w.RateHz, k, hz)
 	}
-	return WarmConfig{Sigma: w.Sigma, Steps: w.Steps, MaxAge: w.MaxAge}, ""
+	return WarmConfig{Sigma: w.Sigma, Steps: w.Steps}, ""
 }
 
 // fillWarm decides whether the plan for the observation at obsTime starts
 // warm: with a warm start configured and a committed prediction that still
-// reaches that time and is no older than the warm start's max age, it
-// writes the prediction shifted to obsTime into the job's warm start and
-// returns true.
+// reaches that time, it writes the prediction shifted to obsTime into the
+// job's warm start and returns true.
 func (l *Loop) fillWarm(j *inferJob, obsTime time.Time) bool {
 	if j.warm == nil || !l.havePred {
 		return false
 	}
 	e := int((obsTime.Sub(l.predTime) + l.period/2) / l.period)
-	if e < 0 || e >= l.tp || (l.warmMaxAge > 0 && e > l.warmMaxAge) {
+	if e < 0 || e >= l.tp {
 		return false
 	}
 	l.shiftPlan(j.warm.Actions, e)

@@ -94,15 +94,6 @@ func TestLoopWarmStartsFromTheShiftedPlan(t *testing.T) {
 				t.Errorf("the first plan started warm")
 			}
 			l := h.l
-			var nWarm int64
-			for _, w := range warms {
-				if w != nil {
-					nWarm++
-				}
-			}
-			if st := l.Stats(); st.WarmPlans != nWarm || st.WarmPlans > st.Replans {
-				t.Errorf("stats: %d warm plans of %d, want %d started warm", st.WarmPlans, st.Replans, nWarm)
-			}
 			for i, w := range warms[1:] {
 				if tc.wantSteps == 0 {
 					if w != nil {
@@ -176,55 +167,11 @@ func TestWarmStartRefusals(t *testing.T) {
 	}
 	c.Loop.Chunking.Mode = "off"
 	c.Loop.Warm = WarmConfig{Sigma: 1, Off: true}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: off with sigma 1,") {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: off with sigma 1") {
 		t.Errorf("off with a σ: %v", err)
 	}
 	c.Loop.Warm = WarmConfig{Sigma: -1}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: sigma -1") {
 		t.Errorf("negative σ: %v", err)
-	}
-}
-
-// TestWarmStartMaxAge: a plan starts warm only from a committed plan no
-// older than loop.warm_start.max_age control periods (0: any age that the
-// prediction still reaches).
-func TestWarmStartMaxAge(t *testing.T) {
-	const period = 50 * time.Millisecond
-	for _, tc := range []struct {
-		name   string
-		maxAge int
-		age    int // periods between the committed plan's observation and the new one
-		want   bool
-	}{
-		{"any age", 0, 5, true},
-		{"younger", 2, 1, true},
-		{"at the max age", 2, 2, true},
-		{"older", 2, 3, false},
-		{"past the prediction", 0, 8, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := &Loop{period: period, tp: 8, dim: 1, pred: make([]float32, 8), havePred: true, warmMaxAge: tc.maxAge}
-			for i := range l.pred {
-				l.pred[i] = float32(i)
-			}
-			l.predTime = time.Unix(100, 0)
-			j := &inferJob{warm: &engines.Warm{Actions: make([]float32, 8), Sigma: 1, Steps: 4}}
-			got := l.fillWarm(j, l.predTime.Add(time.Duration(tc.age)*period))
-			if got != tc.want {
-				t.Fatalf("warm %v, want %v", got, tc.want)
-			}
-			if got && j.warm.Actions[0] != float32(tc.age) {
-				t.Errorf("starts from action %v, want %d", j.warm.Actions[0], tc.age)
-			}
-		})
-	}
-	c := DefaultConfig()
-	c.Loop.Warm = WarmConfig{Sigma: 1, MaxAge: -1}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "warm_start: max_age -1") {
-		t.Errorf("negative max_age: %v", err)
-	}
-	c.Loop.Warm = WarmConfig{Off: true, MaxAge: 2}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "off with sigma 0, steps 0, max_age 2") {
-		t.Errorf("off with a max_age: %v", err)
 	}
 }

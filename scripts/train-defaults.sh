@@ -48,7 +48,8 @@
 #     ROLLOUTS="$(echo build/rollouts/bin-picking-dp/r*) build/rollouts/bin-picking-takeovers" \
 #     scripts/train-defaults.sh bin-picking
 #     (the shipped BinPicking bundle since stop 78: that student fine-tuned on the expert's
-#     takeovers too, plain loss, cold starts, research/interventions/README.md; its 10 Hz
+#     takeovers too, plain loss, cold starts, research/interventions/README.md; 4 actions a
+#     plan since stop 80; its 10 Hz
 #     threshold comes from research/stop/false_trips.py --write on its own hours, its 20 Hz
 #     one from sim calibrate --rate 20)
 #   POLICY=diffusion scripts/train-defaults.sh hammer
@@ -344,7 +345,8 @@ for task in "${tasks[@]}"; do
       # at 20 Hz Assembly and BinPicking start each plan from the committed one, σ 1 and 5 of the
       # 10 steps: success as cold, plans p90 inside the period, the stop as cold over half an hour
       # of warm driving each (docs/engines.md, "Warm starts")
-      # (WARM=0 leaves them cold: BinPicking's takeover student loses episodes warm, research/interventions)
+      # (WARM=0 leaves them cold. BinPicking's takeover student loses episodes warm: running 8 actions a
+      # plan undelayed, running 4 with its plans held 1-3 periods; research/rtc/warm-hours)
       if [ "${WARM:-1}" != 0 ]; then
         case "$task" in assembly|bin-picking) sampler_set "bundles/$name" warm_start '{"sigma": 1, "steps": 5, "rate_hz": 20}' ;; esac
       fi

@@ -41,8 +41,8 @@ def chunking(s: dict) -> str:
 
 def start(s: dict) -> str:
     """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps;
-    with --warm-max-age, from a committed plan at most that many periods old, and the share of plans
-    that started warm where the episodes count them)."""
+    with a max age, the --warm-max-age tried at commit df618e6 and not kept, from a committed plan at
+    most that many periods old, and the share of plans that started warm)."""
     sig = s.get("warm_sigma")
     if not sig:
         return "cold"

@@ -55,7 +55,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 	if f.ChunkingStrength != 0 {
 		c.Loop.Chunking.Strength = f.ChunkingStrength
 	}
-	c.Loop.Warm = runtime.WarmConfig{Sigma: f.WarmSigma, Steps: f.WarmSteps, MaxAge: f.WarmMaxAge, Off: f.Cold}
+	c.Loop.Warm = runtime.WarmConfig{Sigma: f.WarmSigma, Steps: f.WarmSteps, Off: f.Cold}
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
 	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}

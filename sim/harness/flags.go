@@ -89,14 +89,13 @@ type Flags struct {
 	Chunking         string
 	ChunkingStrength float64
 	ChunkingSoft     int // --chunking-soft
-	// WarmSigma, WarmSteps and WarmMaxAge are --warm-sigma, --warm-steps
-	// and --warm-max-age: the runtime's loop.warm_start (sigma 0: the
-	// bundle's sampler.warm_start, set here by Prepare when it applies);
-	// Cold is --cold (loop.warm_start.off).
-	WarmSigma  float64
-	WarmSteps  int
-	WarmMaxAge int
-	Cold       bool
+	// WarmSigma and WarmSteps are --warm-sigma and --warm-steps: the
+	// runtime's loop.warm_start (sigma 0: the bundle's sampler.warm_start,
+	// set here by Prepare when it applies); Cold is --cold
+	// (loop.warm_start.off).
+	WarmSigma float64
+	WarmSteps int
+	Cold      bool
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -201,7 +200,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.ChunkingSoft, "chunking-soft", -1, "real-time chunking: how many actions after the held ones get decaying weights (-1: the whole overlap; 0: none)")
 	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: the bundle's sampler.warm_start, if it has one (docs/engines.md)")
 	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
-	fs.IntVar(&f.WarmMaxAge, "warm-max-age", 0, "warm starts: a plan starts cold when the committed one is older than this many control periods (loop.warm_start.max_age; 0: the bundle's, else any age)")
 	fs.BoolVar(&f.Cold, "cold", false, "start every plan from noise, even where the bundle sets a warm start (loop.warm_start.off)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
@@ -278,10 +276,8 @@ func (f *Flags) Validate() error {
 	}
 	if !(f.WarmSigma >= 0) || math.IsInf(f.WarmSigma, 0) || f.WarmSteps < 0 {
 		bad("--warm-sigma %g --warm-steps %d: want a σ of the bundle's schedule (0: the bundle's) and 0 (half of K) or more steps", f.WarmSigma, f.WarmSteps)
-	} else if f.WarmMaxAge < 0 {
-		bad("--warm-max-age %d: want the committed plan's age in control periods past which plans start cold (1 or more), or 0", f.WarmMaxAge)
-	} else if f.Cold && (f.WarmSigma > 0 || f.WarmSteps > 0 || f.WarmMaxAge > 0) {
-		bad("--cold with --warm-sigma %g --warm-steps %d --warm-max-age %d: give one (--cold: every plan from noise)", f.WarmSigma, f.WarmSteps, f.WarmMaxAge)
+	} else if f.Cold && (f.WarmSigma > 0 || f.WarmSteps > 0) {
+		bad("--cold with --warm-sigma %g --warm-steps %d: give one (--cold: every plan from noise)", f.WarmSigma, f.WarmSteps)
 	}
 	if m, err := engines.ParseGuideMode(f.Chunking); err != nil {
 		bad("--chunking %q: want off, noisy or denoised", f.Chunking)
@@ -387,9 +383,6 @@ func (f *Flags) bundleWarm(m *engines.Manifest) {
 		return
 	}
 	f.WarmSigma, f.WarmSteps = w.Sigma, w.Steps
-	if f.WarmMaxAge == 0 {
-		f.WarmMaxAge = w.MaxAge
-	}
 }
 
 // resolveBundle is --bundle, or the shipped bundle of the task.

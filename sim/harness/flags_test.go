@@ -165,7 +165,7 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := m["sampler"].(map[string]any)
-	s["steps"], s["warm_start"] = 10, map[string]any{"sigma": 1, "steps": 5, "rate_hz": 20, "max_age": 2}
+	s["steps"], s["warm_start"] = 10, map[string]any{"sigma": 1, "steps": 5, "rate_hz": 20}
 	if raw, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
@@ -173,20 +173,18 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name       string
-		flags      func(*harness.Flags)
-		wantSigma  float64
-		wantSteps  int
-		wantMaxAge int
+		name      string
+		flags     func(*harness.Flags)
+		wantSigma float64
+		wantSteps int
 	}{
-		{"the bundle's", func(*harness.Flags) {}, 1, 5, 2},
-		{"--warm-max-age 3 over the bundle's", func(f *harness.Flags) { f.WarmMaxAge = 3 }, 1, 5, 3},
-		{"--cold", func(f *harness.Flags) { f.Cold = true }, 0, 0, 0},
-		{"--steps 20", func(f *harness.Flags) { f.Steps = 20 }, 0, 0, 0},
-		{"--steps 10, the bundle's K", func(f *harness.Flags) { f.Steps = 10 }, 1, 5, 2},
-		{"--chunking denoised", func(f *harness.Flags) { f.Chunking, f.ChunkingStrength = "denoised", 1 }, 0, 0, 0},
-		{"--warm-sigma 2", func(f *harness.Flags) { f.WarmSigma = 2 }, 2, 0, 0},
-		{"--rate 10, not the bundle's warm start's", func(f *harness.Flags) { f.Rate = 10 }, 0, 0, 0},
+		{"the bundle's", func(*harness.Flags) {}, 1, 5},
+		{"--cold", func(f *harness.Flags) { f.Cold = true }, 0, 0},
+		{"--steps 20", func(f *harness.Flags) { f.Steps = 20 }, 0, 0},
+		{"--steps 10, the bundle's K", func(f *harness.Flags) { f.Steps = 10 }, 1, 5},
+		{"--chunking denoised", func(f *harness.Flags) { f.Chunking, f.ChunkingStrength = "denoised", 1 }, 0, 0},
+		{"--warm-sigma 2", func(f *harness.Flags) { f.WarmSigma = 2 }, 2, 0},
+		{"--rate 10, not the bundle's warm start's", func(f *harness.Flags) { f.Rate = 10 }, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Bundle: dir}
@@ -194,19 +192,14 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 			if err := f.Prepare(root); err != nil {
 				t.Fatal(err)
 			}
-			if f.WarmSigma != tc.wantSigma || f.WarmSteps != tc.wantSteps || f.WarmMaxAge != tc.wantMaxAge {
-				t.Errorf("warm σ %v steps %d max age %d, want %v, %d and %d", f.WarmSigma, f.WarmSteps, f.WarmMaxAge,
-					tc.wantSigma, tc.wantSteps, tc.wantMaxAge)
+			if f.WarmSigma != tc.wantSigma || f.WarmSteps != tc.wantSteps {
+				t.Errorf("warm σ %v steps %d, want %v and %d", f.WarmSigma, f.WarmSteps, tc.wantSigma, tc.wantSteps)
 			}
 		})
 	}
 	f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Cold: true, WarmSigma: 1}
 	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "--cold with --warm-sigma 1") {
 		t.Errorf("--cold with --warm-sigma: %v", err)
-	}
-	f = harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", WarmMaxAge: -1}
-	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "--warm-max-age -1") || strings.Contains(err.Error(), "\n") {
-		t.Errorf("--warm-max-age -1: %v", err)
 	}
 }
 

@@ -42,11 +42,6 @@ type Result struct {
 	// plans that finished while it was past (runtime.LoopStats).
 	LateSpells int64 `json:"late_spells"`
 	LatePlans  int64 `json:"late_plans"`
-	// Replans and WarmPlans are the plans the loop asked for and those of
-	// them that started warm (runtime.LoopStats; loop.warm_start.max_age
-	// starts the rest cold).
-	Replans   int64 `json:"replans"`
-	WarmPlans int64 `json:"warm_plans"`
 	// JoinMax is the largest change of the commanded velocity at a chunk
 	// boundary, JoinInside the median change between consecutive actions
 	// of one chunk (runtime.Joins; nil: none measured), Joins the
@@ -244,7 +239,6 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	<-watchDone
 	st := app.Loop().Stats()
 	r.LateSpells, r.LatePlans = st.LateSpells, st.LatePlans
-	r.Replans, r.WarmPlans = st.Replans, st.WarmPlans
 	j := app.Loop().Joins()
 	r.Joins, r.JoinMax, r.JoinInside = j.Boundaries, finite(j.MaxJump), finite(j.InsideMedian)
 	r.SwitchMax, r.SwitchMedian = finite(j.SwitchMax), finite(j.SwitchMedian)

@@ -58,12 +58,10 @@ type Summary struct {
 	ChunkingStrength float64 `json:"chunking_strength,omitempty"`
 	ChunkingSoft     *int    `json:"chunking_soft,omitempty"` // −1: the whole overlap
 	Delay            float64 `json:"delay_periods"`
-	// WarmSigma, WarmSteps and WarmMaxAge are the warm start
-	// (--warm-sigma, --warm-steps, --warm-max-age; sigma 0: off; max age
-	// 0: any).
-	WarmSigma  float64 `json:"warm_sigma,omitempty"`
-	WarmSteps  int     `json:"warm_steps,omitempty"`
-	WarmMaxAge int     `json:"warm_max_age,omitempty"`
+	// WarmSigma and WarmSteps are the warm start (--warm-sigma,
+	// --warm-steps; sigma 0: off).
+	WarmSigma float64 `json:"warm_sigma,omitempty"`
+	WarmSteps int     `json:"warm_steps,omitempty"`
 	// JoinMax is the median over episodes of each episode's largest
 	// change of the commanded velocity at a chunk boundary, JoinInside the
 	// median over episodes of the median change inside a chunk, and
@@ -125,7 +123,7 @@ func (s Summary) String() string {
 // count of their stops by kind.
 func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
 	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
-		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps, WarmMaxAge: f.WarmMaxAge}
+		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps}
 	if s.Chunking == "" {
 		s.Chunking = "off"
 	}
