@@ -50,7 +50,7 @@ def chunk_line(label: str, path: Path) -> dict[str, Any]:
         "successes": d["successes"],
         "steps": sum(int(r["steps"]) for r in results),
         "ends": dict(sorted(Counter(end_of(r) for r in results).items())),
-        "stopped_seeds": {str(r["seed"]): end_of(r) for r in results if end_of(r).startswith("stop:")},
+        "failed_seeds": {str(r["seed"]): end_of(r) for r in results if not r.get("success")},
         "inference_p50_ms": d.get("inference_p50_ms"),
         "inference_p90_periods": d.get("inference_p90_periods"),
     }

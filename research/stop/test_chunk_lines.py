@@ -46,7 +46,8 @@ def test_pack_and_table(tmp_path: Path) -> None:
     assert chunk_lines.pack(out, "warm", [a, b]) == 2
     rows = chunk_lines.read([out])
     assert [r["chunk"] for r in rows] == ["bin-picking_100", "bin-picking_200"]
-    assert rows[0]["stopped_seeds"] == {"101": "stop:tracking"}
+    assert rows[0]["failed_seeds"] == {"101": "stop:tracking"}
+    assert rows[1]["failed_seeds"] == {"201": "truncated"}
     assert rows[1]["ends"] == {"success": 2, "truncated": 1}
     t = chunk_lines.table(rows).splitlines()
     assert len(t) == 3
