@@ -4,7 +4,8 @@ intervals, the issue's join measure (median over episodes of each episode's
 largest change of the commanded velocity at a chunk boundary, against the
 median change inside a chunk), the plan switch at a boundary (the new chunk's
 first action against what the replaced chunk had planned for that tick), how
-plans start (cold, or warm from the committed plan: ``--warm-sigma``), the
+plans start (cold, or warm from the committed plan: ``--warm-sigma``; with
+``--planners N``, how many may be in flight at once), the
 plans' latency and the stops.
 
     .venv/bin/python -m research.rtc.table research/rtc/results/*.json*
@@ -42,10 +43,14 @@ def chunking(s: dict) -> str:
 def start(s: dict) -> str:
     """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps;
     with a max age, the --warm-max-age tried at commit df618e6 and not kept, from a committed plan at
-    most that many periods old, and the share of plans that started warm)."""
+    most that many periods old, and the share of plans that started warm); with --planners N above 1,
+    the N plans that may be in flight at once; with --predict-state, plans sampled from the state predicted
+    for their first action (both tried at stop 82 and not kept)."""
     sig = s.get("warm_sigma")
     if not sig:
-        return "cold"
+        n = s.get("planners") or 1
+        out = "cold" if n == 1 else f"cold, {n} in flight"
+        return out + (", from the predicted state" if s.get("predict_state") else "")
     steps = s.get("warm_steps") or "K/2"
     out = f"warm σ {sig:g}, {steps} steps"
     age = s.get("warm_max_age")

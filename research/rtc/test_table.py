@@ -44,6 +44,14 @@ def test_warm_start_column(tmp_path):
     assert "| off | warm σ 1, 5 steps, ≤ 2 periods old (75 % warm) | 19/20" in table([b])[2]
 
 
+def test_planners_column(tmp_path):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(summary(chunking="off", planners=3)))
+    assert "| off | cold, 3 in flight | 19/20" in table([a])[2]
+    a.write_text(json.dumps(summary(chunking="off", predict_state=True)))
+    assert "| off | cold, from the predicted state | 19/20" in table([a])[2]
+
+
 def test_bench_table(tmp_path):
     from research.rtc.bench_table import table as bench_table
     (tmp_path / "dp-ddim20.json").write_text(json.dumps({"bundle": "x/dp", "steps": 20, "p50_ms": 20.0, "p90_ms": 22.0}))
