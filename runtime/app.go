@@ -65,7 +65,6 @@ type App struct {
 	bundle  *engines.Bundle
 	backend engines.Backend
 	sampler *engines.Sampler
-	more    []*engines.Sampler // planners 2…N (loop.planners)
 	scorer  *engines.Sampler
 	state   *engines.StateTerm // the loop's own state term (evaluated every tick); nil without one
 	watch   safety.Score       // the first monitored score (ScoreEnergy when none), for events and metrics
@@ -151,16 +150,6 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
-	for i := 1; i < cfg.Loop.planners(); i++ {
-		o := popts
-		o.Seed += uint64(i) // each planner its own noise
-		s, err := engines.NewSampler(a.bundle, a.backend, o)
-		if err != nil {
-			return nil, fmt.Errorf("runtime: planner %d of loop.planners %d: %w", i+1, cfg.Loop.planners(), err)
-		}
-		a.more = append(a.more, s)
-		a.closers = append(a.closers, s.Close)
-	}
 	// The re-scoring sampler exists only for a policy with an energy.
 	if a.sampler.HasEnergy() {
 		if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
@@ -264,18 +253,11 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		a.rec = newRecorder(cfg, &a.bundle.Manifest, log.With("part", "recording"))
 	}
 
-	delayed := func(s *engines.Sampler) PolicySampler {
-		if opts.InferenceDelay > 0 {
-			return delayedSampler{s, opts.InferenceDelay}
-		}
-		return s
+	var sampler PolicySampler = a.sampler
+	if opts.InferenceDelay > 0 {
+		sampler = delayedSampler{a.sampler, opts.InferenceDelay}
 	}
-	sampler := delayed(a.sampler)
-	var more []PolicySampler
-	for _, s := range a.more {
-		more = append(more, delayed(s))
-	}
-	deps := LoopDeps{MorePlanners: more, Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
+	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
 		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick,
 		OnStop: opts.OnStop, ExpectedShutdown: opts.ExpectedShutdown, Stages: &a.stages}
 	// A nil pointer in an interface would not be nil.

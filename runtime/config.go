@@ -125,21 +125,6 @@ type LoopConfig struct {
 	// Warm is the warm start: each plan after the first starts from the
 	// committed prediction instead of pure noise (engines.Warm).
 	Warm WarmConfig `yaml:"warm_start"`
-	// Planners is how many plans may be in flight at once (default 1).
-	// With more than one, and only while a plan's smoothed latency spans
-	// more than T_a−1 periods (the most the replan margin can cover), the
-	// loop starts another plan every latency/N periods instead of waiting
-	// for the one in flight, so each action runs closer to the observation
-	// it was planned from. It helps where a plan's latency is waiting (a
-	// shared accelerator, a policy server, a busy host's queue), not where
-	// the sampler's own compute fills the processor: each planner is a
-	// sampler of its own, run at the same time. At most 4; real-time
-	// chunking and warm starts need 1 (each builds on the committed plan,
-	// which a plan still in flight replaces).
-	Planners int `yaml:"planners"`
-	// Predict is loop.predict_state: each plan sampled from the state the
-	// arm is predicted to reach when the plan's first action runs.
-	Predict PredictConfig `yaml:"predict_state"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
@@ -192,28 +177,6 @@ type WarmConfig struct {
 	Steps int `yaml:"steps"`
 	// Off starts every plan cold, whatever the bundle sets.
 	Off bool `yaml:"off"`
-}
-
-// PredictConfig is loop.predict_state: a plan takes the periods its
-// latency spans to land, and the arm runs the committed actions meanwhile;
-// the plan is sampled from the newest observation with the hand's position
-// moved by those actions through the tracking monitor's model of the arm
-// (safety.tracking.scale), its actions due from the time the prediction is
-// for (a Smith predictor). Only positions are predicted: the gripper and
-// anything the arm does not carry are taken as observed.
-type PredictConfig struct {
-	// Position is the state input's entries holding the hand's position,
-	// one per commanded velocity axis; empty (default): off.
-	Position []int `yaml:"position"`
-	// Also is more entries, in groups of one per axis, that move as
-	// Position does (an observation that repeats the previous step's
-	// position, as Meta-World's does).
-	Also []int `yaml:"also"`
-	// Carried is an object's position, in groups of one entry per axis
-	// like Also, moved with the hand while the first group lies within
-	// CarryRadius of Position (held by the gripper).
-	Carried     []int   `yaml:"carried"`
-	CarryRadius float64 `yaml:"carry_radius"`
 }
 
 // RecordingConfig controls episode recording in HDF5.
@@ -365,23 +328,6 @@ func (c *Config) Validate() error {
 		add("loop", fmt.Errorf("warm_start: off with sigma %v, steps %d: set one (off: every plan cold)", w.Sigma, w.Steps))
 	} else if w.Sigma > 0 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
 		add("loop", fmt.Errorf("warm_start and realtime_chunking (mode %s) are both on: use one (a warm start already begins at the committed plan)", c.Loop.Chunking.Mode))
-	}
-	if n := c.Loop.Planners; n < 0 || n > maxPlanners {
-		add("loop", fmt.Errorf("planners: %d: want 1 to %d plans in flight (0: 1)", n, maxPlanners))
-	} else if n > 1 && c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off" {
-		add("loop", fmt.Errorf("planners %d with realtime_chunking (mode %s): use one (the guide holds the committed plan's actions, which a plan still in flight replaces)", n, c.Loop.Chunking.Mode))
-	} else if n > 1 && c.Loop.Warm.Sigma > 0 {
-		add("loop", fmt.Errorf("planners %d with warm_start.sigma %v: use one (a warm start begins at the committed plan, which a plan still in flight replaces)", n, c.Loop.Warm.Sigma))
-	}
-	if p := c.Loop.Predict; len(p.Position) > 0 {
-		switch {
-		case c.Loop.Chunking.Mode != "" && c.Loop.Chunking.Mode != "off":
-			add("loop", fmt.Errorf("predict_state with realtime_chunking (mode %s): use one (the guide holds actions timed from the observation, the prediction times the plan later)", c.Loop.Chunking.Mode))
-		case c.Loop.Warm.Sigma > 0:
-			add("loop", fmt.Errorf("predict_state with warm_start.sigma %v: use one (the warm start shifts the committed plan to the observation's time, the prediction times the plan later)", c.Loop.Warm.Sigma))
-		case !(p.CarryRadius >= 0) || math.IsInf(p.CarryRadius, 0):
-			add("loop", fmt.Errorf("predict_state.carry_radius: %v: want a distance of 0 or more", p.CarryRadius))
-		}
 	}
 	if c.Loop.ReplanMargin < 0 {
 		add("loop", fmt.Errorf("replan_margin: %d is negative", c.Loop.ReplanMargin))

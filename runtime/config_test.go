@@ -74,15 +74,6 @@ func TestConfigErrorsCarryKeyAndLine(t *testing.T) {
 			[]string{"realtime_chunking.strength 2 with mode denoised, want at most 1"}},
 		{"real-time chunking strength not finite", minimal + "loop:\n  realtime_chunking:\n    mode: noisy\n    strength: -.inf\n",
 			[]string{"realtime_chunking.strength -Inf, want a finite value above 0"}},
-		{"planners out of range", minimal + "loop:\n  planners: 5\n", []string{"config.yaml:14: loop.planners", "5: want 1 to 4 plans in flight"}},
-		{"planners with real-time chunking", minimal + "loop:\n  planners: 2\n  realtime_chunking:\n    mode: denoised\n",
-			[]string{"planners 2 with realtime_chunking (mode denoised): use one"}},
-		{"planners with a warm start", minimal + "loop:\n  planners: 2\n  warm_start:\n    sigma: 1\n",
-			[]string{"planners 2 with warm_start.sigma 1: use one"}},
-		{"state prediction with a warm start", minimal + "loop:\n  predict_state:\n    position: [0, 1, 2]\n  warm_start:\n    sigma: 1\n",
-			[]string{"predict_state with warm_start.sigma 1: use one"}},
-		{"state prediction's radius", minimal + "loop:\n  predict_state:\n    position: [0, 1, 2]\n    carry_radius: -1\n",
-			[]string{"predict_state.carry_radius: -1: want a distance of 0 or more"}},
 		{"missing bundle dir", strings.Replace(minimal, "bundle: bundle", "bundle: nowhere", 1), []string{"policy.bundle", "nowhere is not a directory"}},
 	}
 	for _, tt := range tests {

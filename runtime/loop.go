@@ -53,9 +53,6 @@ type LoopDeps struct {
 	Arm      actuators.Arm
 	Guard    *safety.Guard
 	Sampler  PolicySampler
-	// MorePlanners are the samplers of planners 2…N (loop.planners), one
-	// each: a sampler is not safe for concurrent use. Empty with one.
-	MorePlanners []PolicySampler
 	// Scorer re-scores the committed chunk under the newest observation,
 	// asynchronously: the energies, picked up within loop.score_wait or on
 	// the next tick (its StateEnergy too when State is nil). Nil for a
@@ -157,12 +154,8 @@ type Loop struct {
 	machine *Machine
 
 	obs         *stateObs
-	infer       *worker[inferJob]   // the first planner, plans[0]: real-time chunking and warm starts are its
-	plans       []*worker[inferJob] // one per planner (loop.planners, planners.go)
-	samplers    []PolicySampler     // plans[i]'s sampler
-	predict     *predictor          // loop.predict_state; nil: off (predict.go)
-	lastStart   time.Time           // when the newest plan started
-	score       *worker[scoreJob]   // nil without a Scorer
+	infer       *worker[inferJob]
+	score       *worker[scoreJob] // nil without a Scorer
 	chunk       *Chunk
 	pred        []float32 // full prediction (T_p×D_a) of the committed chunk
 	predTime    time.Time
@@ -319,12 +312,7 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 		l.tail = l.tp - l.start - l.ta
 	}
 	l.pred = make([]float32, l.tp*l.dim)
-	if err := l.setPlanners(d.Cond.Dim()); err != nil {
-		return nil, err
-	}
-	if l.predict, err = newPredictor(d.Config.Loop.Predict, d.Guard.Config().Tracking, l.period, obs.width, l.nVel, l.dim, l.tp, obs.horizon, obs.nObs); err != nil {
-		return nil, err
-	}
+	l.infer = newInferWorker(d.Cond.Dim())
 	if err := l.setChunking(d.Config.Loop.Chunking, d.Sampler); err != nil {
 		return nil, err
 	}
@@ -512,27 +500,24 @@ func (l *Loop) Run(ctx context.Context) error {
 // startWorkers starts the inference goroutine and, with a Scorer, the
 // re-scoring one; they run until ctx ends, then call wg.Done.
 func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
-	for i, w := range l.plans {
-		s := l.samplers[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.run(ctx, func(j *inferJob) {
-				t0 := time.Now()
-				steps := l.steps
-				if j.useWarm {
-					j.err = l.warm.SampleWarm(j.cond, j.warm, &j.res)
-					steps = j.warm.Steps
-				} else {
-					j.err = s.SampleGuided(j.cond, j.guide, &j.res)
-				}
-				if j.err == nil {
-					l.recordSample(time.Since(t0), steps)
-				}
-				j.latency = l.d.Clock.Now().Sub(j.start)
-			})
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.infer.run(ctx, func(j *inferJob) {
+			t0 := time.Now()
+			steps := l.steps
+			if j.useWarm {
+				j.err = l.warm.SampleWarm(j.cond, j.warm, &j.res)
+				steps = j.warm.Steps
+			} else {
+				j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
+			}
+			if j.err == nil {
+				l.recordSample(time.Since(t0), steps)
+			}
+			j.latency = l.d.Clock.Now().Sub(j.start)
+		})
+	}()
 	if l.score != nil {
 		wg.Add(1)
 		go func() {
@@ -546,35 +531,6 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 				j.latency = l.d.Clock.Now().Sub(j.start)
 			})
 		}()
-	}
-}
-
-// land takes a finished plan: its latency into the estimates, and its
-// actions as the committed chunk unless it failed, belongs to the previous
-// scene, or was planned from an older observation than the committed
-// chunk's (with several planners, a plan that lands after a newer one).
-func (l *Loop) land(now time.Time, j *inferJob) {
-	l.lastInf = j.latency
-	l.observeLatency(j.latency)
-	l.watchLateness(j.latency)
-	if l.d.Metrics != nil {
-		l.d.Metrics.ObserveInference(j.latency)
-	}
-	switch {
-	case j.err != nil:
-		l.stats.inferErrors.Add(1)
-		l.logInference(now, j.err)
-	case l.stale(j.obsTime):
-		// planned from the previous scene: dropped
-	case l.havePred && j.planTime.Before(l.predTime):
-		// overtaken by a plan from a newer observation: dropped
-	default:
-		l.seq++
-		copy(l.pred, j.res.Actions)
-		l.predTime, l.havePred = j.planTime, true
-		l.notePrevPlan(j.planTime)
-		l.chunk.Fill(j.res.Actions, l.start, l.ta, l.tail, j.planTime, l.period, l.seq)
-		l.stats.chunks.Add(1)
 	}
 }
 
@@ -640,20 +596,36 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	}
 
 	// 2. A finished inference becomes the committed chunk.
-	for _, w := range l.plans {
-		if j := w.poll(); j != nil {
-			l.land(now, j)
+	if j := l.infer.poll(); j != nil {
+		l.lastInf = j.latency
+		l.observeLatency(j.latency)
+		l.watchLateness(j.latency)
+		if l.d.Metrics != nil {
+			l.d.Metrics.ObserveInference(j.latency)
+		}
+		switch {
+		case j.err != nil:
+			l.stats.inferErrors.Add(1)
+			l.logInference(now, j.err)
+		case l.stale(j.obsTime):
+			// planned from the previous scene: dropped
+		default:
+			l.seq++
+			copy(l.pred, j.res.Actions)
+			l.predTime, l.havePred = j.obsTime, true
+			l.notePrevPlan(j.obsTime)
+			l.chunk.Fill(j.res.Actions, l.start, l.ta, l.tail, j.obsTime, l.period, l.seq)
+			l.stats.chunks.Add(1)
 		}
 	}
 
 	// 3. Replan when the committed chunk runs low; never wait for it.
-	if w := l.nextPlanner(now); w != nil && !hold && l.obs.ready() && armErr == nil {
-		if pt, err := l.buildPlanCond(w.job.cond); err == nil {
-			w.job.obsTime, w.job.planTime, w.job.start = l.obs.newest, pt, now
-			l.fillGuide(w.job.guide, l.obs.newest)
-			w.job.useWarm = l.fillWarm(w.job, l.obs.newest)
-			w.submit()
-			l.lastStart = now
+	if !hold && l.obs.ready() && !l.infer.busy && l.chunk.Len() <= l.replanMargin() && armErr == nil {
+		if err := l.buildCond(l.infer.job.cond); err == nil {
+			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
+			l.fillGuide(l.infer.job.guide, l.obs.newest)
+			l.infer.job.useWarm = l.fillWarm(l.infer.job, l.obs.newest)
+			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {
 			l.condFailed(now, err)
@@ -742,7 +714,9 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 	if l.d.CameraTime != nil {
 		in.Camera = l.d.CameraTime()
 	}
-	in.InferenceStarted = l.oldestInFlight()
+	if l.infer.busy {
+		in.InferenceStarted = l.infer.job.start
+	}
 	var gerr error
 	t1 := time.Now()
 	l.parts.scoreWait = t1.Sub(t0)

@@ -65,8 +65,7 @@ func (l *Loop) setWarm(c WarmConfig, s PolicySampler) error {
 // bundleWarm is the bundle's sampler.warm_start as a loop.warm_start, when
 // it applies: the sampler runs the bundle's K and the loop its rate, where
 // the warm start was measured (WarmSpec.Applies), and real-time chunking
-// is off (a guide and a warm start do not mix), one planner runs (a plan
-// in flight replaces the committed one), and the sampler has warm
+// is off (a guide and a warm start do not mix), and the sampler has warm
 // starts (the bundle's is a default; a test double without them plans
 // cold). Otherwise the zero config (cold) and, when the bundle sets one, why
 // it does not apply.
@@ -81,9 +80,6 @@ func (l *Loop) bundleWarm(s PolicySampler) (WarmConfig, string) {
 	}
 	if mode := l.d.Config.Loop.Chunking.Mode; mode != "" && mode != "off" {
 		return WarmConfig{}, fmt.Sprintf("loop.realtime_chunking (mode %s) is on", mode)
-	}
-	if n := l.d.Config.Loop.planners(); n > 1 {
-		return WarmConfig{}, fmt.Sprintf("loop.planners is %d", n)
 	}
 	k := m.Sampler.Steps
 	if ss, ok := s.(stepsSampler); ok {

@@ -113,13 +113,10 @@ type inferJob struct {
 	warm    *engines.Warm  // nil: warm starts are off
 	useWarm bool           // this plan starts from warm (fillWarm)
 	obsTime time.Time
-	// planTime is when the plan's first action is due: obsTime, or with
-	// loop.predict_state the time the observation was predicted for.
-	planTime time.Time
-	start    time.Time
-	res      engines.Result
-	latency  time.Duration
-	err      error
+	start   time.Time
+	res     engines.Result
+	latency time.Duration
+	err     error
 }
 
 // scoreJob is the in-flight re-scoring request: the committed plan under the

@@ -56,10 +56,6 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 		c.Loop.Chunking.Strength = f.ChunkingStrength
 	}
 	c.Loop.Warm = runtime.WarmConfig{Sigma: f.WarmSigma, Steps: f.WarmSteps, Off: f.Cold}
-	c.Loop.Planners = f.Planners
-	if f.PredictState {
-		c.Loop.Predict = MetaWorldPredict()
-	}
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
 	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}
@@ -132,15 +128,6 @@ func metaWorldBox(task string) (lower, upper []float64) {
 		lower[2] = 0.07
 	}
 	return lower, upper
-}
-
-// MetaWorldPredict is loop.predict_state for Meta-World's 39-entry
-// observation: the hand at 0–2 and, one step older, 18–20; the object at
-// 4–6 and 22–24, carried while within 4 cm of the hand (a held object's
-// centre sits 3.4–3.9 cm from the hand in the BinPicking rollouts).
-func MetaWorldPredict() runtime.PredictConfig {
-	return runtime.PredictConfig{Position: []int{0, 1, 2}, Also: []int{18, 19, 20},
-		Carried: []int{4, 5, 6, 22, 23, 24}, CarryRadius: 0.04}
 }
 
 // MetaWorldTracking is the tracking monitor's configuration for the

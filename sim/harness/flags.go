@@ -96,12 +96,6 @@ type Flags struct {
 	WarmSigma float64
 	WarmSteps int
 	Cold      bool
-	// PredictState is --predict-state: the runtime's loop.predict_state
-	// for Meta-World's observation (MetaWorldPredict).
-	PredictState bool
-	// Planners is --planners: the runtime's loop.planners, how many plans
-	// may be in flight at once.
-	Planners int
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -207,8 +201,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: the bundle's sampler.warm_start, if it has one (docs/engines.md)")
 	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
 	fs.BoolVar(&f.Cold, "cold", false, "start every plan from noise, even where the bundle sets a warm start (loop.warm_start.off)")
-	fs.BoolVar(&f.PredictState, "predict-state", false, "sample each plan from the state the arm is predicted to reach when the plan's first action runs: the hand, and an object within 4 cm of it, moved by the committed actions (loop.predict_state; docs/engines.md)")
-	fs.IntVar(&f.Planners, "planners", 1, "plans in flight at once (loop.planners, 1 to 4): more than one starts plans evenly while one plan takes longer than the chunk's actions, for a host whose plans wait (--delay) rather than compute; each is a sampler of its own")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 
@@ -286,14 +278,6 @@ func (f *Flags) Validate() error {
 		bad("--warm-sigma %g --warm-steps %d: want a σ of the bundle's schedule (0: the bundle's) and 0 (half of K) or more steps", f.WarmSigma, f.WarmSteps)
 	} else if f.Cold && (f.WarmSigma > 0 || f.WarmSteps > 0) {
 		bad("--cold with --warm-sigma %g --warm-steps %d: give one (--cold: every plan from noise)", f.WarmSigma, f.WarmSteps)
-	}
-	if f.Planners < 0 || f.Planners > 4 {
-		bad("--planners %d: want 1 to 4 plans in flight", f.Planners)
-	} else if f.Planners > 1 && (f.WarmSigma > 0 || (f.Chunking != "" && f.Chunking != "off")) {
-		bad("--planners %d with --warm-sigma or --chunking: use one planner (both build on the committed plan, which a plan in flight replaces)", f.Planners)
-	}
-	if f.PredictState && (f.WarmSigma > 0 || (f.Chunking != "" && f.Chunking != "off")) {
-		bad("--predict-state with --warm-sigma or --chunking: use one (both time the plan from the observation)")
 	}
 	if m, err := engines.ParseGuideMode(f.Chunking); err != nil {
 		bad("--chunking %q: want off, noisy or denoised", f.Chunking)
@@ -387,7 +371,7 @@ func (f *Flags) Prepare(root string) error {
 // bundleWarm sets --warm-sigma and --warm-steps to the bundle's
 // sampler.warm_start where the runtime would take it (runtime.WarmConfig):
 // no warm flag, no --cold, the bundle's K and its rate, real-time chunking
-// off, one planner. So the runtime gets it explicitly, and the summaries record what
+// off. So the runtime gets it explicitly, and the summaries record what
 // ran. (A diffusion bundle with a warm start is refused at load.)
 func (f *Flags) bundleWarm(m *engines.Manifest) {
 	w := m.Sampler.WarmStart
@@ -395,7 +379,7 @@ func (f *Flags) bundleWarm(m *engines.Manifest) {
 	if f.Steps != 0 {
 		k = f.Steps
 	}
-	if f.Cold || f.WarmSigma != 0 || (f.Chunking != "" && f.Chunking != "off") || f.Planners > 1 || f.PredictState || !w.Applies(f.Rate, k, m.Sampler.Steps) {
+	if f.Cold || f.WarmSigma != 0 || (f.Chunking != "" && f.Chunking != "off") || !w.Applies(f.Rate, k, m.Sampler.Steps) {
 		return
 	}
 	f.WarmSigma, f.WarmSteps = w.Sigma, w.Steps

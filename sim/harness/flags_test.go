@@ -185,7 +185,6 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 		{"--chunking denoised", func(f *harness.Flags) { f.Chunking, f.ChunkingStrength = "denoised", 1 }, 0, 0},
 		{"--warm-sigma 2", func(f *harness.Flags) { f.WarmSigma = 2 }, 2, 0},
 		{"--rate 10, not the bundle's warm start's", func(f *harness.Flags) { f.Rate = 10 }, 0, 0},
-		{"--planners 2", func(f *harness.Flags) { f.Planners = 2 }, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Bundle: dir}
@@ -201,22 +200,6 @@ func TestPrepareTakesTheBundlesWarmStart(t *testing.T) {
 	f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", Cold: true, WarmSigma: 1}
 	if err := f.Validate(); err == nil || !strings.Contains(err.Error(), "--cold with --warm-sigma 1") {
 		t.Errorf("--cold with --warm-sigma: %v", err)
-	}
-	for _, tc := range []struct {
-		name  string
-		flags func(*harness.Flags)
-		want  string
-	}{
-		{"too many", func(f *harness.Flags) { f.Planners = 5 }, "--planners 5: want 1 to 4"},
-		{"negative", func(f *harness.Flags) { f.Planners = -1 }, "--planners -1: want 1 to 4"},
-		{"with a warm start", func(f *harness.Flags) { f.Planners, f.WarmSigma = 2, 1 }, "--planners 2 with --warm-sigma or --chunking"},
-		{"with real-time chunking", func(f *harness.Flags) { f.Planners, f.Chunking = 3, "denoised" }, "--planners 3 with --warm-sigma or --chunking"},
-	} {
-		f := harness.Flags{Task: "assembly", Level: "0", Rate: 20, Camera: "96x96", ChunkingStrength: 1}
-		tc.flags(&f)
-		if err := f.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
 	}
 }
 

@@ -62,10 +62,6 @@ type Summary struct {
 	// --warm-steps; sigma 0: off).
 	WarmSigma float64 `json:"warm_sigma,omitempty"`
 	WarmSteps int     `json:"warm_steps,omitempty"`
-	// Planners is --planners when above 1: plans in flight at once.
-	Planners int `json:"planners,omitempty"`
-	// PredictState is --predict-state: plans sampled from the predicted state.
-	PredictState bool `json:"predict_state,omitempty"`
 	// JoinMax is the median over episodes of each episode's largest
 	// change of the commanded velocity at a chunk boundary, JoinInside the
 	// median over episodes of the median change inside a chunk, and
@@ -128,10 +124,6 @@ func (s Summary) String() string {
 func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
 	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
 		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps}
-	if f.Planners > 1 {
-		s.Planners = f.Planners
-	}
-	s.PredictState = f.PredictState
 	if s.Chunking == "" {
 		s.Chunking = "off"
 	}
