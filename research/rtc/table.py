@@ -5,7 +5,8 @@ largest change of the commanded velocity at a chunk boundary, against the
 median change inside a chunk), the plan switch at a boundary (the new chunk's
 first action against what the replaced chunk had planned for that tick), how
 plans start (cold, or warm from the committed plan: ``--warm-sigma``; with
-``--planners N``, how many may be in flight at once), the
+``--planners N``, how many may be in flight at once; ``--predict-state``,
+from the predicted state: both at commit dd6cd31, not kept), the
 plans' latency and the stops.
 
     .venv/bin/python -m research.rtc.table research/rtc/results/*.json*
@@ -45,7 +46,7 @@ def start(s: dict) -> str:
     with a max age, the --warm-max-age tried at commit df618e6 and not kept, from a committed plan at
     most that many periods old, and the share of plans that started warm); with --planners N above 1,
     the N plans that may be in flight at once; with --predict-state, plans sampled from the state predicted
-    for their first action (both tried at stop 82 and not kept)."""
+    for their first action (both tried at stop 82, commit dd6cd31, and not kept)."""
     sig = s.get("warm_sigma")
     if not sig:
         n = s.get("planners") or 1
