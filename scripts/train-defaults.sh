@@ -346,7 +346,8 @@ for task in "${tasks[@]}"; do
       # 10 steps: success as cold, plans p90 inside the period, the stop as cold over half an hour
       # of warm driving each (docs/engines.md, "Warm starts")
       # (WARM=0 leaves them cold. BinPicking's takeover student loses episodes warm: running 8 actions a
-      # plan undelayed, running 4 with its plans held 1-3 periods; research/rtc/warm-hours)
+      # plan undelayed (research/interventions), running 4 with its plans held 1-3 periods
+      # (research/rtc/warm-hours))
       if [ "${WARM:-1}" != 0 ]; then
         case "$task" in assembly|bin-picking) sampler_set "bundles/$name" warm_start '{"sigma": 1, "steps": 5, "rate_hz": 20}' ;; esac
       fi

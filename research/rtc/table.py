@@ -42,11 +42,9 @@ def chunking(s: dict) -> str:
 
 
 def start(s: dict) -> str:
-    """How plans start: cold (pure noise) or warm from the committed plan (--warm-sigma, --warm-steps;
-    with a max age, the --warm-max-age tried at commit df618e6 and not kept, from a committed plan at
-    most that many periods old, and the share of plans that started warm); with --planners N above 1,
-    the N plans that may be in flight at once; with --predict-state, plans sampled from the state predicted
-    for their first action (both tried at stop 82, commit dd6cd31, and not kept)."""
+    """How plans start: cold or warm (--warm-sigma, --warm-steps), with the options tried and not kept
+    marked: --warm-max-age (commit df618e6; the share of plans that started warm), --planners N and
+    --predict-state (commit dd6cd31)."""
     sig = s.get("warm_sigma")
     if not sig:
         n = s.get("planners") or 1
