@@ -24,7 +24,8 @@ def row(path: Path) -> str:
     seeds = [x["seed"] for x in r["results"]]
     lo, hi = wilson(r["successes"], r["episodes"])
     failed = " ".join(str(x["seed"]) for x in r["results"] if not x["success"]) or "none"
-    return (f"| {policy} | seeds {min(seeds)}–{max(seeds)}, plans 0–{r.get('max_late', 0)} steps late "
+    late = f"{r.get('min_late', 0)}–{r.get('max_late', 0)}"
+    return (f"| {policy} | seeds {min(seeds)}–{max(seeds)}, plans {late} steps late "
             f"| {r['successes']}/{r['episodes']} [{lo * 100:.0f}–{hi * 100:.0f} %] | {failed} |")
 
 

@@ -148,7 +148,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
                name=args.name, image_size=args.image_size, progress=not args.no_progress,
                vision_width=args.vision_width, rollouts=args.rollouts or (),
-               rollout_failures=args.rollout_failures)
+               rollout_failures=args.rollout_failures, init_bundle=args.init_bundle)
     return 0
 
 
@@ -315,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --rollouts and --teacher: the rollouts' failed episodes too, their states labelled "
                         "by the teacher (DAgger-style: a student's own driving, the teacher as the expert)")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
+    t.add_argument("--init-bundle", metavar="DIR",
+                   help="start the weights from this EnergyFlow state bundle (its model config too): fine-tune a "
+                        "shipped policy whose checkpoint is gone, on the demonstrations it was trained on")
     t.add_argument("--name", default=None, help="bundle name")
     t.add_argument("--no-export", action="store_true", help="do not write out/bundle at the end")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")

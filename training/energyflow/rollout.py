@@ -88,13 +88,14 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
 def late_plan(acts: np.ndarray, pending: List[np.ndarray], To: int, Ta: int, d: int):
     """The actions executed after a plan ``acts`` ``[T_p, D_a]`` that lands ``d`` steps late, as
     through the runtime: the previous chunk's ``pending`` actions for d steps (its last one held
-    when it runs out; none at the start), then the new chunk from d steps in. Returns (the
-    actions to execute, the new chunk's unexecuted tail: ``pending`` for the next plan)."""
+    when it runs out; none at the start), then the new chunk from d steps in, up to its T_a-th
+    action. Returns (the actions to execute, the new chunk's unexecuted tail: ``pending`` for the
+    next plan, which starts at the next observation, T_a steps on, or d when d > T_a)."""
     late: List[np.ndarray] = []
     if pending and d > 0:
         late = (list(pending) + [pending[-1]] * d)[:d]
     chunk = acts[To - 1:]
-    return late + list(chunk[d:Ta]), list(chunk[Ta:])
+    return late + list(chunk[d:Ta]), list(chunk[max(d, Ta):])
 
 
 def world_class():
@@ -112,7 +113,7 @@ def world_class():
 
 
 def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int = 500,
-            policy_seed: Optional[int] = None, max_late: int = 0,
+            policy_seed: Optional[int] = None, max_late: int = 0, min_late: int = 0,
             on_step: Optional[Callable[[List[np.ndarray]], None]] = None,
             stop: Optional[Callable[[], bool]] = None) -> Dict:
     """One closed-loop episode on a ``sim.world.World``: scene ``seed``, sampler
@@ -120,7 +121,7 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
     steps and the simulator's success step.
 
     ``max_late`` > 0 imitates the runtime's lateness: each plan lands d steps
-    late, d uniform in 0..max_late drawn after its noise (:func:`late_plan`).
+    late, d uniform in ``min_late``..max_late drawn after its noise (:func:`late_plan`).
     ``on_step(history)`` sees the observation history (oldest first, the
     newest last) at the reset and after every step; ``stop()``, asked after it, ends the episode
     early when true (``stopped`` in the result)."""
@@ -137,7 +138,7 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
         actions = planner.plan(planner.cond(hist), z)
         if max_late > 0:
-            run, pending = late_plan(actions[0], pending, To, Ta, int(rng.integers(0, max_late + 1)))
+            run, pending = late_plan(actions[0], pending, To, Ta, int(rng.integers(min_late, max_late + 1)))
         else:
             run = actions[0, To - 1:To - 1 + Ta]
         for act in run:
@@ -228,7 +229,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.
 
     .venv/bin/python -m energyflow.rollout BUNDLE --task button-press [--level 0]
-        [--episodes 10] [--seed 1000] [--max-steps 500] [--steps K] [--max-late N] [--json FILE]
+        [--episodes 10] [--seed 1000] [--max-steps 500] [--steps K] [--max-late N [--min-late M]] [--json FILE]
 
     Run from the repository root (the simulator is its ``sim`` package). The
     reference sampler (ONNX Runtime, Algorithm 2 or DDIM by the bundle's
@@ -251,26 +252,31 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument("--steps", type=int, default=None, help="sampler steps (bundle default)")
     p.add_argument("--max-late", type=int, default=0,
                    help="each plan lands 0..N steps late, drawn per plan, as through a busy runtime (0: on time)")
+    p.add_argument("--min-late", type=int, default=0,
+                   help="with --max-late: at least this many steps late (e.g. 4: plans held 3 periods more "
+                        "than a plan's own period, as sim eval --delay 3 does)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     if a.max_late < 0:
         p.error(f"--max-late must be 0 or more, got {a.max_late}")
+    if not 0 <= a.min_late <= a.max_late:
+        p.error(f"--min-late must be 0..--max-late ({a.max_late}), got {a.min_late}")
 
     planner = load_planner(a.bundle, a.steps)
     w = world_class()(a.task, camera_size=None)
     results = []
     for ep in range(a.episodes):
         r = dict(episode=ep, **rollout(planner, w, seed=a.seed + ep, level=a.level, max_steps=a.max_steps,
-                                          max_late=a.max_late))
+                                          max_late=a.max_late, min_late=a.min_late))
         results.append(r)
         print(f"episode {ep} seed {r['seed']}: success={r['success']} steps={r['steps']}", flush=True)
     k = sum(r["success"] for r in results)
     lo, hi = wilson(k, len(results)) if results else (0.0, 1.0)
     print(f"{a.task} level {a.level}: success {k}/{len(results)} [{100 * lo:.1f}–{100 * hi:.1f} %, Wilson 95 %] "
-          f"(no runtime{f', plans 0–{a.max_late} steps late' if a.max_late else ''})")
+          f"(no runtime{f', plans {a.min_late}–{a.max_late} steps late' if a.max_late else ''})")
     if a.json:
         Path(a.json).write_text(json.dumps({"task": a.task, "level": a.level, "bundle": a.bundle,
-                                            "max_steps": a.max_steps, "max_late": a.max_late, "episodes": len(results), "successes": k,
+                                            "max_steps": a.max_steps, "max_late": a.max_late, "min_late": a.min_late, "episodes": len(results), "successes": k,
                                             "results": results}, indent=2))
 
 

@@ -103,10 +103,11 @@ class Takeover:
 
 
 def run_scene(planner: Planner, world, expert: Callable[[np.ndarray], np.ndarray], seed: int, stall: Stall,
-              max_late: int = 1, max_steps: int = 500, extra_steps: int = 10, held: Optional[Held] = None) -> Takeover:
+              max_late: int = 1, max_steps: int = 500, extra_steps: int = 10, held: Optional[Held] = None,
+              min_late: int = 0) -> Takeover:
     """The policy drives scene ``seed`` until it succeeds or :class:`Stall` (or ``held``,
     :class:`Held`) says to take over; then ``expert(obs)`` drives to success (plus ``extra_steps``)
-    or ``max_steps`` in all."""
+    or ``max_steps`` in all. Plans land ``min_late``..``max_late`` steps late."""
     hands: List[np.ndarray] = []
     targets: List[np.ndarray] = []
 
@@ -115,7 +116,7 @@ def run_scene(planner: Planner, world, expert: Callable[[np.ndarray], np.ndarray
         if held is not None:
             targets.append(world.target())
 
-    r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late, on_step=on_step,
+    r = rollout(planner, world, seed, max_steps=max_steps, max_late=max_late, min_late=min_late, on_step=on_step,
                 stop=lambda: stall.due(hands) or (held is not None and held.due(hands, targets)))
     steps, o = r["steps"], world.obs
     if world.success:
@@ -188,8 +189,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--held-m", type=float, default=0.01, help="held: moved less than this over those steps")
     ap.add_argument("--held-gap", type=float, default=0.025, help="held: at least this far from its target at each")
     ap.add_argument("--max-late", type=int, default=1, help="plans land 0..N steps late, as through the runtime")
+    ap.add_argument("--min-late", type=int, default=0,
+                    help="and at least this many (e.g. 4 with --max-late 5: the policy's own driving under "
+                         "sim eval --delay 3)")
     ap.add_argument("--extra-steps", type=int, default=10)
     args = ap.parse_args(argv)
+    if not 0 <= args.min_late <= args.max_late:
+        ap.error(f"--min-late must be 0..--max-late ({args.max_late}), got {args.min_late}")
     try:
         stall = Stall(args.stall_steps, args.stall_m, args.takeover_at)
         held = Held(args.held_steps, args.held_m, args.held_gap) if args.held_steps else None
@@ -211,7 +217,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     got: List[Takeover] = []
     rows = []
     for seed in args.seeds:
-        t = run_scene(planner, world, expert, seed, stall, args.max_late, extra_steps=args.extra_steps, held=held)
+        t = run_scene(planner, world, expert, seed, stall, args.max_late, extra_steps=args.extra_steps, held=held,
+                      min_late=args.min_late)
         got.append(t)
         rows.append({"seed": t.seed, "policy_success": t.policy_success, "takeover_step": t.takeover_step,
                      "expert_success": t.expert_success, "length": t.demo.length if t.demo else 0})
@@ -219,7 +226,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     kept = [t for t in got if t.demo is not None]
     summary = {"bundle": args.bundle, "seeds": [args.seeds.start, args.seeds.stop], "stall": vars(stall),
                "held": vars(held) if held else None,
-               "max_late": args.max_late, "policy_successes": sum(r["policy_success"] for r in rows),
+               "max_late": args.max_late, "min_late": args.min_late, "policy_successes": sum(r["policy_success"] for r in rows),
                "takeovers": sum(r["takeover_step"] is not None for r in rows), "takeovers_kept": len(kept),
                "scenes": rows}
     write_takeovers(args.out, args.task, kept, summary)

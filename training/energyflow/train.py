@@ -45,6 +45,7 @@ from .data import DataError, Demo, Normalizer, WindowDataset, load_hdf5, load_ro
 from .diffusion import clip_sample_range
 from .distill import Teacher, scene_shift, start_states
 from .export import write_bundle
+from .from_bundle import check_norms, policy_from_bundle
 from .losses import sigma_t
 from .model import recompute_spectral_norm
 from .policy import Policy
@@ -392,12 +393,22 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
                image_keys: Sequence[str] = (), resume: Optional[str] = None, vision_weights: Optional[str] = None,
                export_bundle: bool = True, name: Optional[str] = None, image_size: int = 96,
                progress: bool = True, vision_width: int = 64, rollouts: Sequence[str] = (),
-               rollout_failures: bool = False) -> Dict[str, Any]:
-    """``python -m energyflow train``: returns a summary dict (also written to out/summary.json)."""
+               rollout_failures: bool = False, init_bundle: Optional[str] = None) -> Dict[str, Any]:
+    """``python -m energyflow train``: returns a summary dict (also written to out/summary.json).
+
+    ``init_bundle``: start the live and EMA weights from that EnergyFlow state bundle
+    (:func:`energyflow.from_bundle.policy_from_bundle`), its model config in place of
+    ``model_over``'s; the data's normalisers must be the bundle's."""
+    if init_bundle and resume:
+        raise ValueError("--init-bundle starts a new run from a bundle; --resume continues a checkpoint: not both")
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     tcfg = merge_train_config(TrainConfig(), train_over)
     ckpt = None
+    init = None
+    if init_bundle:
+        init, init_man = policy_from_bundle(init_bundle)
+        model_over = init.cfg.to_dict()
     if resume:
         rp = outp / "latest.pt" if resume == "auto" else Path(resume)
         if rp.exists():
@@ -423,6 +434,10 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     trainer = Trainer(mcfg, tcfg, train_ds, val_ds, outp, meta, vision_weights, progress)
     if ckpt is not None:
         trainer.load_state_dict(ckpt)
+    if init is not None:
+        check_norms(init_man, meta, init_bundle)
+        trainer.policy.load_state_dict(init.state_dict())
+        trainer.ema.model.load_state_dict(init.state_dict())
     (outp / "config.json").write_text(json.dumps({"model": mcfg.to_dict(), "train": dataclasses.asdict(tcfg)},
                                                  indent=1))
     summary = trainer.run()

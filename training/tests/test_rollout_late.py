@@ -20,6 +20,8 @@ def chunk(base: int, n: int = 16) -> np.ndarray:
     ([[50], [51], [52]], 2, [50, 51, 103, 104], list(range(105, 116))),
     # 3 late with 1 pending: it is held for the 3 steps
     ([[50]], 3, [50, 50, 50, 104], list(range(105, 116))),
+    # 5 late, past T_a: 5 pending run, none of the new chunk; the next plan (5 steps on) takes it from 5 in
+    ([[50], [51], [52], [53], [54], [55]], 5, [50, 51, 52, 53, 54], list(range(106, 116))),
 ])
 def test_late_plan(pending, d, want_run, want_pending) -> None:
     run, rest = late_plan(chunk(100), [np.array(p, np.float64) for p in pending], To=2, Ta=4, d=d)
@@ -41,3 +43,16 @@ def test_command_line_refuses_negative_lateness(capsys) -> None:
         main(["no-such-bundle", "--task", "bin-picking", "--max-late", "-1"])
     assert e.value.code == 2
     assert "--max-late must be 0 or more, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-late", "2", "--min-late", "3"], "--min-late must be 0..--max-late (2), got 3"),
+    (["--max-late", "2", "--min-late", "-1"], "--min-late must be 0..--max-late (2), got -1"),
+])
+def test_command_line_refuses_min_late_out_of_range(args, message, capsys) -> None:
+    from energyflow.rollout import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["no-such-bundle", "--task", "bin-picking"] + args)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err

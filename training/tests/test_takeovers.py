@@ -84,3 +84,13 @@ def test_takeovers_load_as_recorded_episodes(tmp_path):
     s = json.loads((tmp_path / "tk" / "summary.json").read_text())
     assert s["takeovers"] == 3
     assert [r["takeover_step"] for r in s["results"]] == [40, 50]
+
+
+def test_command_line_refuses_min_late_above_max_late(capsys):
+    """``--min-late`` past ``--max-late`` is refused in one line before anything loads."""
+    from energyflow.takeovers import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--bundle", "no-such-bundle", "--seeds", "0:1", "--out", "x", "--max-late", "1", "--min-late", "2"])
+    assert e.value.code == 2
+    assert "--min-late must be 0..--max-late (1), got 2" in capsys.readouterr().err

@@ -1,0 +1,61 @@
+"""research.delay.candidate: the shipped folder with the fine-tune's network swapped in."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from energyflow import cli
+from energyflow.bundle import BundleError, read_manifest, write_manifest
+from energyflow.data import Demo, write_hdf5
+from research.delay.candidate import make_candidate
+
+TINY = ["--down-dims", "8", "16", "--n-groups", "4", "--time-embed-dim", "8", "--state-hidden", "16",
+        "--batch-size", "8", "--warmup-steps", "1", "--val-every", "0", "--no-progress", "--val-fraction", "0.34",
+        "--threads", "1"]
+
+
+def _train(root: Path, out: str, steps: int, extra: list) -> Path:
+    rng = np.random.default_rng(0)
+    demos = [Demo(f"demo_{i}", np.tanh(rng.standard_normal((20, 2))).astype(np.float32),
+                  {"state": rng.standard_normal((20, 3)).astype(np.float32)}) for i in range(6)]
+    write_hdf5(root / "toy.hdf5", demos, env="toy-env")
+    assert cli.main(["train", "--data", str(root / "toy.hdf5"), "--out", str(root / out), "--steps", str(steps)]
+                    + TINY + extra) == 0
+    return root / out / "bundle"
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory) -> tuple:
+    """(a shipped-like bundle: extra file, action_horizon 4; a fine-tune of the same model)."""
+    root = tmp_path_factory.mktemp("c")
+    shipped = _train(root, "shipped", 2, [])
+    (shipped / "state_energy.onnx").write_bytes(b"the state term")
+    man = read_manifest(shipped, verify=False)
+    man["action_horizon"] = 4
+    write_manifest(shipped, man)
+    return shipped, _train(root, "tuned", 4, [])
+
+
+def test_swaps_the_network_and_keeps_the_rest(bundles, tmp_path: Path) -> None:
+    shipped, tuned = bundles
+    out = make_candidate(tuned, shipped, tmp_path / "cand")
+    man = read_manifest(out)  # verifies the hashes
+    assert man["name"] == "cand" and man["action_horizon"] == 4
+    assert man["weights"]["dtype"] == "float16"
+    assert (out / "state_energy.onnx").read_bytes() == b"the state term"
+    assert (out / "energy_grad.onnx").read_bytes() != (shipped / "energy_grad.onnx").read_bytes()
+    assert man["files"]["state_energy.onnx"] == read_manifest(shipped)["files"]["state_energy.onnx"]
+
+
+def test_refuses_another_model_or_an_existing_folder(bundles, tmp_path: Path) -> None:
+    shipped, tuned = bundles
+    other = _train(tmp_path, "wide", 1, ["--down-dims", "8", "24"])
+    with pytest.raises(BundleError, match="model config"):
+        make_candidate(other, shipped, tmp_path / "c1")
+    (tmp_path / "c2").mkdir()
+    with pytest.raises(BundleError, match="exists"):
+        make_candidate(tuned, shipped, tmp_path / "c2")
