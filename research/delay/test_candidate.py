@@ -1,8 +1,6 @@
 """research.delay.candidate: the shipped folder with the fine-tune's network swapped in."""
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np

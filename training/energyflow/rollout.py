@@ -253,8 +253,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument("--max-late", type=int, default=0,
                    help="each plan lands 0..N steps late, drawn per plan, as through a busy runtime (0: on time)")
     p.add_argument("--min-late", type=int, default=0,
-                   help="with --max-late: at least this many steps late (e.g. 4: plans held 3 periods more "
-                        "than a plan's own period, as sim eval --delay 3 does)")
+                   help="with --max-late: at least this many steps late (e.g. 3 with --max-late 5: plans held "
+                        "3 periods longer, as sim eval --delay 3 does, landing about 4 periods late)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     if a.max_late < 0:

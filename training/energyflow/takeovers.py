@@ -190,8 +190,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--held-gap", type=float, default=0.025, help="held: at least this far from its target at each")
     ap.add_argument("--max-late", type=int, default=1, help="plans land 0..N steps late, as through the runtime")
     ap.add_argument("--min-late", type=int, default=0,
-                    help="and at least this many (e.g. 4 with --max-late 5: the policy's own driving under "
-                         "sim eval --delay 3)")
+                    help="and at least this many (e.g. 3 with --max-late 5: the policy's own driving under "
+                         "sim eval --delay 3, whose plans land about 4 periods late)")
     ap.add_argument("--extra-steps", type=int, default=10)
     args = ap.parse_args(argv)
     if not 0 <= args.min_late <= args.max_late:
@@ -226,7 +226,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     kept = [t for t in got if t.demo is not None]
     summary = {"bundle": args.bundle, "seeds": [args.seeds.start, args.seeds.stop], "stall": vars(stall),
                "held": vars(held) if held else None,
-               "max_late": args.max_late, "min_late": args.min_late, "policy_successes": sum(r["policy_success"] for r in rows),
+               "max_late": args.max_late, "min_late": args.min_late,
+               "policy_successes": sum(r["policy_success"] for r in rows),
                "takeovers": sum(r["takeover_step"] is not None for r in rows), "takeovers_kept": len(kept),
                "scenes": rows}
     write_takeovers(args.out, args.task, kept, summary)

@@ -408,7 +408,12 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     init = None
     if init_bundle:
         init, init_man = policy_from_bundle(init_bundle)
-        model_over = init.cfg.to_dict()
+        base = init.cfg.to_dict()
+        differ = sorted(k for k, v in model_over.items()
+                        if k not in base or ModelConfig.from_dict({**base, k: v}) != init.cfg)
+        if differ:
+            raise ValueError(f"--init-bundle: the model is the bundle's; {', '.join(differ)} differ from it")
+        model_over = base
     if resume:
         rp = outp / "latest.pt" if resume == "auto" else Path(resume)
         if rp.exists():

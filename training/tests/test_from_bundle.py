@@ -15,32 +15,20 @@ from onnx import numpy_helper
 from energyflow import cli
 from energyflow.bundle import FORMAT_VERSION, BundleError, read_manifest, write_manifest
 from energyflow.compact import compact_bundle
-from energyflow.data import Demo, write_hdf5
+from energyflow.data import write_hdf5
 from energyflow.from_bundle import check_norms, policy_from_bundle
+from test_train_cli import TINY_FLAGS, toy_demos
 
 torch.set_num_threads(1)
-
-TINY = ["--down-dims", "8", "16", "--n-groups", "4", "--time-embed-dim", "8", "--state-hidden", "16"]
-
-
-def _demos(n: int = 6, L: int = 20, ds: int = 3, da: int = 2) -> list:
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(n):
-        s = np.cumsum(rng.standard_normal((L, ds)), 0).astype(np.float32) * 0.1
-        a = np.tanh(s[:, :da] + rng.standard_normal((L, da)) * 0.05).astype(np.float32)
-        out.append(Demo(f"demo_{i}", a, {"state": s}))
-    return out
-
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """A tiny trained run: out/bundle and out/latest.pt (the checkpoint the bundle came from)."""
     root = tmp_path_factory.mktemp("run")
-    write_hdf5(root / "toy.hdf5", _demos(), env="toy-env")
+    write_hdf5(root / "toy.hdf5", toy_demos(), env="toy-env")
     assert cli.main(["train", "--data", str(root / "toy.hdf5"), "--out", str(root / "out"), "--steps", "3",
                      "--batch-size", "8", "--warmup-steps", "1", "--val-every", "0", "--no-progress",
-                     "--val-fraction", "0.34", "--threads", "1"] + TINY) == 0
+                     "--val-fraction", "0.34", "--threads", "1"] + TINY_FLAGS) == 0
     return root
 
 
@@ -114,12 +102,13 @@ def test_check_norms(run: Path, change, message) -> None:
 
 
 def test_train_init_bundle(run: Path, tmp_path: Path) -> None:
-    """A run started from the bundle begins at its weights; other data or --resume is refused."""
+    """A run started from the bundle begins at its weights (model flags that agree with it are fine);
+    other data, another model or --resume is refused."""
     from energyflow.train import train_main
 
     bundle = run / "out" / "bundle"
     want = policy_from_bundle(bundle)[0].state_dict()
-    s = train_main(str(run / "toy.hdf5"), str(tmp_path / "ft"), {}, {"steps": 0, "batch_size": 8, "val_every": 0,
+    s = train_main(str(run / "toy.hdf5"), str(tmp_path / "ft"), {"down_dims": [8, 16]}, {"steps": 0, "batch_size": 8, "val_every": 0,
                    "val_fraction": 0.34, "threads": 1}, init_bundle=str(bundle), progress=False, export_bundle=False)
     assert s["steps"] == 0
     got = torch.load(tmp_path / "ft" / "latest.pt", weights_only=False)
@@ -127,9 +116,11 @@ def test_train_init_bundle(run: Path, tmp_path: Path) -> None:
         torch.testing.assert_close(got["policy"][k], v, rtol=0, atol=0, msg=k)
         torch.testing.assert_close(got["ema"][k], v, rtol=0, atol=0, msg=k)
     other = tmp_path / "other.hdf5"
-    write_hdf5(other, _demos(n=5), env="toy-env")
+    write_hdf5(other, toy_demos(n=5), env="toy-env")
     with pytest.raises(BundleError, match="not the bundle's"):
         train_main(str(other), str(tmp_path / "ft2"), {}, {"steps": 0, "val_fraction": 0.34, "threads": 1},
                    init_bundle=str(bundle), progress=False, export_bundle=False)
+    with pytest.raises(ValueError, match="down_dims differ"):
+        train_main(str(run / "toy.hdf5"), str(tmp_path / "ft4"), {"down_dims": [8, 24]}, {}, init_bundle=str(bundle))
     with pytest.raises(ValueError, match="not both"):
         train_main(str(run / "toy.hdf5"), str(tmp_path / "ft3"), {}, {}, init_bundle=str(bundle), resume="auto")
