@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 
 from .bundle import BundleError, model_config_from_manifest, read_manifest
 from .export import ExportCheckError, check_energy_grad
@@ -34,9 +36,6 @@ _ANON = re.compile(r"^onnx::(Mul|Add)_(\d+)(?:__fp16)?$")
 def _initialisers(path: Path) -> Tuple[Dict[str, np.ndarray], List[Tuple[str, np.ndarray]]]:
     """The graph's named weights (``model.`` and ``__fp16`` stripped, float32) and its anonymous
     Mul/Add constants in the exporter's order."""
-    import onnx  # the exporter's dependency; only here
-    from onnx import numpy_helper
-
     named: Dict[str, np.ndarray] = {}
     anon: List[Tuple[int, str, np.ndarray]] = []
     for init in onnx.load(str(path)).graph.initializer:
