@@ -229,6 +229,14 @@ class Normalizer:
         return (x * self.std + self.mean).astype(np.float32)
 
 
+def same_values(a: Optional[Sequence[float]], b: Optional[Sequence[float]]) -> bool:
+    """Whether two recorded normaliser vectors (a run's ``meta``, a manifest's, a checkpoint's) are
+    the same: both absent, or equal to float32 rounding."""
+    if a is None or b is None:
+        return a is None and b is None
+    return np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6, atol=1e-9)
+
+
 def window_indices(lengths: Sequence[int], T_o: int, T_p: int, T_a: int) -> Tuple[np.ndarray, np.ndarray]:
     """Global frame indices for every window: obs [N,T_o] and actions [N,T_p] (clamped at edges)."""
     obs_idx, act_idx = [], []

@@ -39,18 +39,13 @@ import torch
 
 from .checkpoint import load_checkpoint_policy
 from .config import ModelConfig, Schedule, ddpm_alphas_cumprod
+from .data import same_values
 from .config import teacher_record as record  # the manifest record's old name here
 from .losses import sigma_t, t_of_sigma
 
 
 class TeacherError(ValueError):
     """A teacher checkpoint that cannot label this run's batches."""
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=1e-6, atol=1e-9)
 
 
 @dataclass
@@ -79,7 +74,7 @@ class Teacher:
                 raise TeacherError(f"--teacher {path}: {name} is {getattr(tc, name)}, this run's is {getattr(mcfg, name)}")
         for name in ("action_norm", "state_norm"):
             mine, theirs = meta.get(name) or {}, tmeta.get(name) or {}
-            if not (_same(mine.get("mean"), theirs.get("mean")) and _same(mine.get("std"), theirs.get("std"))):
+            if not (same_values(mine.get("mean"), theirs.get("mean")) and same_values(mine.get("std"), theirs.get("std"))):
                 raise TeacherError(f"--teacher {path}: its {name} differs from this run's "
                                    "(train it on the same data with the same --seed and --val-fraction)")
         for q in pol.parameters():

@@ -23,6 +23,7 @@ import torch
 from onnx import numpy_helper
 
 from .bundle import BundleError, model_config_from_manifest, read_manifest
+from .data import same_values
 from .export import ExportCheckError, check_energy_grad
 from .policy import Policy
 
@@ -91,22 +92,17 @@ def policy_from_bundle(bundle: str | Path) -> Tuple[Policy, Dict[str, Any]]:
     return pol, man
 
 
-def check_norms(man: Dict[str, Any], meta: Dict[str, Any], where: str | Path, rtol: float = 1e-5) -> None:
+def check_norms(man: Dict[str, Any], meta: Dict[str, Any], where: str | Path) -> None:
     """Refuse (:class:`~energyflow.bundle.BundleError`) when a run's normalisers (``meta`` of
     :func:`energyflow.train.build_datasets`) are not the bundle's: its weights would see other
     units than they were trained on. ``where`` names the bundle in the message."""
-    pairs = [("action mean", man["action_norm"]["mean"], meta["action_norm"]["mean"]),
-             ("action std", man["action_norm"]["std"], meta["action_norm"]["std"])]
-    state = [o for o in man.get("obs", []) if o.get("kind") == "state"]
-    sn = meta.get("state_norm")
-    if state and sn:
-        pairs += [("state mean", state[0]["norm"]["mean"], sn["mean"]), ("state std", state[0]["norm"]["std"], sn["std"])]
-    elif bool(state) != bool(sn):
-        raise BundleError(f"{where}: the bundle {'has' if state else 'has no'} state normaliser, the data "
-                          f"{'has' if sn else 'has none'}")
-    for what, b, d in pairs:
-        b, d = np.asarray(b, np.float64), np.asarray(d, np.float64)
-        if b.shape != d.shape or not np.allclose(b, d, rtol=rtol, atol=1e-6):
-            diff = float(np.max(np.abs(b - d))) if b.shape == d.shape else float("nan")
-            raise BundleError(f"{where}: the data's {what} is not the bundle's (largest difference {diff:.3g}): "
-                              "train on the demonstrations the bundle was trained on")
+    state = [o["norm"] for o in man.get("obs", []) if o.get("kind") == "state"]
+    for label, mine, theirs in (("action", meta.get("action_norm"), man["action_norm"]),
+                                ("state", meta.get("state_norm"), state[0] if state else None)):
+        if (mine is None) != (theirs is None):
+            raise BundleError(f"{where}: the bundle {'has' if theirs else 'has no'} {label} normaliser, "
+                              f"the data {'has' if mine else 'has none'}")
+        for stat in ("mean", "std") if mine else ():
+            if not same_values(mine[stat], theirs[stat]):
+                raise BundleError(f"{where}: the data's {label} {stat} is not the bundle's: "
+                                  "train on the demonstrations the bundle was trained on")

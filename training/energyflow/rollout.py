@@ -251,7 +251,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument("--max-steps", type=int, default=500, help="step limit per episode (the official Meta-World evaluation's 500)")
     p.add_argument("--steps", type=int, default=None, help="sampler steps (bundle default)")
     p.add_argument("--max-late", type=int, default=0,
-                   help="each plan lands 0..N steps late, drawn per plan, as through a busy runtime (0: on time)")
+                   help="each plan lands 0..N steps late (--min-late..N), drawn per plan, as through a busy runtime "
+                        "(0: on time)")
     p.add_argument("--min-late", type=int, default=0,
                    help="with --max-late: at least this many steps late (e.g. 3 with --max-late 5: plans held "
                         "3 periods longer, as sim eval --delay 3 does, landing about 4 periods late)")
@@ -276,8 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
           f"(no runtime{f', plans {a.min_late}–{a.max_late} steps late' if a.max_late else ''})")
     if a.json:
         Path(a.json).write_text(json.dumps({"task": a.task, "level": a.level, "bundle": a.bundle,
-                                            "max_steps": a.max_steps, "max_late": a.max_late, "min_late": a.min_late, "episodes": len(results), "successes": k,
-                                            "results": results}, indent=2))
+                                            "max_steps": a.max_steps, "max_late": a.max_late, "min_late": a.min_late,
+                                            "episodes": len(results), "successes": k, "results": results}, indent=2))
 
 
 if __name__ == "__main__":
