@@ -208,7 +208,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = ap.parse_args(argv)
     if args.cmd == "collect" and not 0 < args.min_late <= args.max_late:
         ap.error(f"--min-late must be 1..--max-late ({args.max_late}), got {args.min_late}")
-    collect(args) if args.cmd == "collect" else train(args)
+    if args.cmd == "collect":
+        collect(args)
+    else:
+        train(args)
 
 
 if __name__ == "__main__":
