@@ -148,7 +148,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                resume=args.resume, vision_weights=args.vision_weights, export_bundle=not args.no_export,
                name=args.name, image_size=args.image_size, progress=not args.no_progress,
                vision_width=args.vision_width, rollouts=args.rollouts or (),
-               rollout_failures=args.rollout_failures, init_bundle=args.init_bundle)
+               rollout_failures=args.rollout_failures, init_bundle=args.init_bundle, labels=args.labels or ())
     return 0
 
 
@@ -314,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--rollout-failures", action="store_true",
                    help="with --rollouts and --teacher: the rollouts' failed episodes too, their states labelled "
                         "by the teacher (DAgger-style: a student's own driving, the teacher as the expert)")
+    t.add_argument("--labels", nargs="+", metavar="FILE",
+                   help="labelled windows (python -m energyflow.forward_labels: the expert's chunk from where a late "
+                        "plan really starts), one training window each; state policies, training windows only")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
     t.add_argument("--init-bundle", metavar="DIR",
                    help="start the weights from this EnergyFlow state bundle (its model config too): fine-tune a "

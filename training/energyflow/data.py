@@ -194,6 +194,33 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
     return demos, counts
 
 
+def load_labels(paths: Sequence[str | Path]) -> Tuple[np.ndarray, np.ndarray]:
+    """The labelled windows of ``python -m energyflow.forward_labels`` files (``.npz`` with
+    ``states`` [N, T_o, D_s] and ``chunks`` [N, T_p, D_a], raw units), joined in order.
+    Raises :class:`DataError` naming the file."""
+    states: List[np.ndarray] = []
+    chunks: List[np.ndarray] = []
+    for p in paths:
+        try:
+            with np.load(p) as f:
+                s, a = np.asarray(f["states"], np.float32), np.asarray(f["chunks"], np.float32)
+        except (OSError, ValueError, KeyError) as e:
+            raise DataError(f"{p}: not a labels file with 'states' and 'chunks' ({e}) — write one with "
+                            "python -m energyflow.forward_labels") from e
+        if s.ndim != 3 or a.ndim != 3 or s.shape[0] != a.shape[0] or s.shape[0] == 0:
+            raise DataError(f"{p}: states {s.shape} and chunks {a.shape}: want [N, T_o, D_s] and [N, T_p, D_a], N > 0")
+        _check_array(f"{p}: states", s, "state")
+        _check_array(f"{p}: chunks", a, "action")
+        if states and (s.shape[1:] != states[0].shape[1:] or a.shape[1:] != chunks[0].shape[1:]):
+            raise DataError(f"{p}: windows {s.shape[1:]} and {a.shape[1:]} differ from {paths[0]}'s "
+                            f"{states[0].shape[1:]} and {chunks[0].shape[1:]}")
+        states.append(s)
+        chunks.append(a)
+    if not states:
+        raise DataError("labels: no file given")
+    return np.concatenate(states), np.concatenate(chunks)
+
+
 def split_demos(demos: Sequence[Demo], val_fraction: float, seed: int = 0) -> Tuple[List[Demo], List[Demo]]:
     """Train/validation split *by demo* (at least one training demo; validation may be empty)."""
     n = len(demos)
@@ -283,6 +310,31 @@ class WindowDataset:
 
     def __len__(self) -> int:
         return int(self.obs_idx.shape[0])
+
+    def add_windows(self, states: np.ndarray, chunks: np.ndarray) -> int:
+        """Append one window per labelled chunk (a state dataset's; normalised here): ``states``
+        [N, T_o, D_s] raw observations (oldest first), ``chunks`` [N, T_p, D_a] raw actions, laid
+        out as a demonstration's window is (``chunks[:, T_o-1]`` is the action for the newest
+        observation). Returns the windows the dataset now holds. A label is one window, not an
+        episode whose every step would make one (:mod:`energyflow.forward_labels`)."""
+        if self.state is None or self.images:
+            raise DataError("labelled windows carry the arm's state only; they train state policies, "
+                            "not ones with camera inputs")
+        n = states.shape[0]
+        want_s = (n, self.T_o, self.state.shape[1])
+        want_a = (n, self.T_p, self.actions.shape[1])
+        if states.shape != want_s or chunks.shape != want_a:
+            raise DataError(f"labels: states {states.shape} and chunks {chunks.shape}; the model's windows "
+                            f"are {want_s[1:]} and {want_a[1:]} (T_o, D_s and T_p, D_a)")
+        s0, a0 = self.state.shape[0], self.actions.shape[0]
+        raw = states.reshape(n * self.T_o, -1)
+        norm = self.state_norm(raw) if self.state_norm is not None else raw
+        self.state = np.concatenate([self.state, norm.astype(self.state.dtype)])
+        self.actions = np.concatenate([self.actions,
+                                       self.action_norm(chunks.reshape(n * self.T_p, -1)).astype(self.actions.dtype)])
+        self.obs_idx = np.concatenate([self.obs_idx, s0 + np.arange(n * self.T_o).reshape(n, self.T_o)])
+        self.act_idx = np.concatenate([self.act_idx, a0 + np.arange(n * self.T_p).reshape(n, self.T_p)])
+        return len(self)
 
     def batch(self, idx: np.ndarray) -> Dict[str, np.ndarray]:
         """``actions`` [B,T_p,D_a]; ``state`` [B,T_o,D_s]; image keys [B,T_o,H,W,3] uint8."""

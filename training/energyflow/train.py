@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from .checkpoint import load_checkpoint, load_checkpoint_policy
 from .config import LEGACY_ENERGY_HEAD, PAPER_SIZE, TINY_SIZE, ModelConfig, TrainConfig, merge_train_config
-from .data import DataError, Demo, Normalizer, WindowDataset, load_hdf5, load_rollouts, split_demos
+from .data import DataError, Demo, Normalizer, WindowDataset, load_hdf5, load_labels, load_rollouts, split_demos
 from .diffusion import clip_sample_range
 from .distill import Teacher, scene_shift, start_states
 from .export import write_bundle
@@ -329,7 +329,7 @@ class Trainer:
 # ---------------------------------------------------------------------------
 def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, state_key: str,
                    image_keys: Sequence[str], image_size: int = 96, vision_width: int = 64,
-                   rollouts: Sequence[str] = (), rollout_failures: bool = False):
+                   rollouts: Sequence[str] = (), rollout_failures: bool = False, labels: Sequence[str] = ()):
     """Load + validate the HDF5 file, split by demo, fit normalisers, make ModelConfig and datasets.
 
     ``rollouts`` (directories of recorded runtime episodes, :func:`energyflow.data.load_rollouts`)
@@ -337,7 +337,9 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
     training demos alone (so a teacher trained on the same demos keeps matching them) and the
     validation split stays the demos'. ``rollout_failures`` adds their other episodes too, for a
     distilled run only (``tcfg.teacher``): the teacher labels the states the recorded policy reached,
-    failing ones included (DAgger's aggregation, with the teacher as the expert)."""
+    failing ones included (DAgger's aggregation, with the teacher as the expert). ``labels``
+    (:func:`energyflow.data.load_labels` files) add one training window per labelled chunk, in the
+    demos' normalisers, to a state policy's training set."""
     obs_keys = [state_key] if state_key else []
     demos, info = load_hdf5(data, obs_keys, image_keys)
     train_demos, val_demos = split_demos(demos, tcfg.val_fraction, tcfg.seed)
@@ -383,6 +385,13 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
             "action_norm": {"mean": a_norm.mean.tolist(), "std": a_norm.std.tolist()},
             "state_norm": None if s_norm is None else {"mean": s_norm.mean.tolist(), "std": s_norm.std.tolist()}}
     train_ds, val_ds = mk(train_demos + own), mk(val_demos)
+    if labels:
+        if image_keys or not state_key:
+            raise DataError("--labels: labelled windows carry the arm's state only; they train state policies, "
+                            "not ones with camera inputs")
+        before = len(train_ds)
+        train_ds.add_windows(*load_labels(labels))
+        meta["labels"] = {"files": [str(f) for f in labels], "windows": len(train_ds) - before}
     if mcfg.policy == "diffusion":
         # DDIM clips x0 to the data range (standardized units) of the training windows
         meta["clip_sample"] = clip_sample_range(train_ds.actions[np.unique(train_ds.act_idx)])
@@ -393,12 +402,14 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
                image_keys: Sequence[str] = (), resume: Optional[str] = None, vision_weights: Optional[str] = None,
                export_bundle: bool = True, name: Optional[str] = None, image_size: int = 96,
                progress: bool = True, vision_width: int = 64, rollouts: Sequence[str] = (),
-               rollout_failures: bool = False, init_bundle: Optional[str] = None) -> Dict[str, Any]:
+               rollout_failures: bool = False, init_bundle: Optional[str] = None,
+               labels: Sequence[str] = ()) -> Dict[str, Any]:
     """``python -m energyflow train``: returns a summary dict (also written to out/summary.json).
 
     ``init_bundle``: start the live and EMA weights from that EnergyFlow state bundle
     (:func:`energyflow.from_bundle.policy_from_bundle`), its model config in place of
-    ``model_over``'s; the data's normalisers must be the bundle's."""
+    ``model_over``'s; the data's normalisers must be the bundle's. ``labels``: labelled windows
+    added to the training set (:func:`build_datasets`)."""
     if init_bundle and resume:
         raise ValueError("--init-bundle starts a new run from a bundle; --resume continues a checkpoint: not both")
     outp = Path(out)
@@ -430,7 +441,7 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
     if ckpt is not None and model_over.get("images"):
         vision_width = model_over["images"][0].get("width", 64)
     mcfg, train_ds, val_ds, meta = build_datasets(data, model_over, tcfg, state_key, image_keys, image_size,
-                                                  vision_width, rollouts, rollout_failures)
+                                                  vision_width, rollouts, rollout_failures, labels)
     # "auto" noise law and weight become the head's measured recipe (the diffusion
     # baseline ignores both; it keeps Algorithm 1's values in its train_cfg)
     tcfg = tcfg.for_head(mcfg.energy_head if mcfg.policy == "energyflow" else "pooled")
@@ -447,6 +458,8 @@ def train_main(data: str, out: str, model_over: Dict[str, Any], train_over: Dict
                                                  indent=1))
     summary = trainer.run()
     summary["windows"] = {"train": len(train_ds), "val": 0 if val_ds is None else len(val_ds)}
+    if "labels" in meta:
+        summary["windows"]["labels"] = meta["labels"]["windows"]
     if export_bundle and trainer.rank == 0:
         trainer.ema.sync_spectral_norm()
         man = export_policy(trainer.ema.model, meta, outp / "bundle", name or Path(data).stem)

@@ -1,4 +1,4 @@
-"""research.delay.candidate: the shipped folder with the fine-tune's network swapped in."""
+"""energyflow.swap_network: the shipped folder with the fine-tune's network swapped in."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from energyflow import cli
 from energyflow.bundle import BundleError, read_manifest, write_manifest
 from energyflow.data import Demo, write_hdf5
-from research.delay.candidate import make_candidate
+from energyflow.swap_network import swap_network
 
 TINY = ["--down-dims", "8", "16", "--n-groups", "4", "--time-embed-dim", "8", "--state-hidden", "16",
         "--batch-size", "8", "--warmup-steps", "1", "--val-every", "0", "--no-progress", "--val-fraction", "0.34",
@@ -40,7 +40,7 @@ def bundles(tmp_path_factory) -> tuple:
 
 def test_swaps_the_network_and_keeps_the_rest(bundles, tmp_path: Path) -> None:
     shipped, tuned = bundles
-    out = make_candidate(tuned, shipped, tmp_path / "cand")
+    out = swap_network(tuned, shipped, tmp_path / "cand")
     man = read_manifest(out)  # verifies the hashes
     assert man["name"] == "cand" and man["action_horizon"] == 4
     assert man["weights"]["dtype"] == "float16"
@@ -53,7 +53,7 @@ def test_refuses_another_model_or_an_existing_folder(bundles, tmp_path: Path) ->
     shipped, tuned = bundles
     other = _train(tmp_path, "wide", 1, ["--down-dims", "8", "24"])
     with pytest.raises(BundleError, match="model config"):
-        make_candidate(other, shipped, tmp_path / "c1")
+        swap_network(other, shipped, tmp_path / "c1")
     (tmp_path / "c2").mkdir()
     with pytest.raises(BundleError, match="exists"):
-        make_candidate(tuned, shipped, tmp_path / "c2")
+        swap_network(tuned, shipped, tmp_path / "c2")

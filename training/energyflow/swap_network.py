@@ -1,17 +1,22 @@
-"""A fine-tuned network in a shipped bundle's place: the candidate bundle a delay cell runs.
+"""A fine-tune's network in a shipped bundle's place, everything else kept.
 
 A fine-tune from a shipped bundle (``energyflow train --init-bundle``) exports a plain bundle:
-float32, the model's own ``action_horizon``, no state term, no closed-loop thresholds. The
-candidate is the shipped bundle's folder with only the network swapped: its ``energy_grad.onnx``
-in float16 (:func:`energyflow.compact.compact_bundle`, as shipped), and everything else (the
-state term, which depends on the demonstrations only, the thresholds, ``action_horizon``, the
-sampler settings) kept, so a cell on it differs from the shipped one by the weights alone.
+float32, the model's own ``action_horizon``, no state term, no closed-loop thresholds. This
+writes the shipped bundle's folder with only the network swapped: the fine-tune's
+``energy_grad.onnx`` in float16 (:func:`energyflow.compact.compact_bundle`, as shipped), and
+everything else (the state term, which depends on the demonstrations only, the thresholds,
+``action_horizon``, the sampler settings) kept, so the new bundle differs from the old by the
+weights alone.
 
-    .venv/bin/python -m research.delay.candidate --run-bundle RUN/bundle --like bundles/metaworld-bin-picking \\
-        --out CANDIDATE
+    python -m energyflow.swap_network --run-bundle RUN/bundle --like bundles/metaworld-bin-picking \
+        --out NEW [--name NAME]
 
-The two networks must have the same model config; the candidate's manifest hashes are rewritten
-and it verifies as a bundle.
+The kept closed-loop thresholds were fitted on the old network's driving, and the held-out
+energy statistics (``calibration.scores``, ``calibration.png``) on its samples: before the new
+bundle ships, calibrate it again on its own (``energyflow calibrate`` for the statistics, which
+keeps the closed-loop blocks; ``energyflow sim calibrate`` for the thresholds; docs/safety.md). The two
+networks must have the same model config; the new manifest's hashes are rewritten and it
+verifies as a bundle.
 """
 from __future__ import annotations
 
@@ -21,14 +26,14 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from energyflow.bundle import BundleError, model_config_from_manifest, read_manifest, write_manifest
-from energyflow.compact import compact_bundle
+from .bundle import BundleError, model_config_from_manifest, read_manifest, write_manifest
+from .compact import compact_bundle
 
 #: manifest fields that describe the network, taken from the fine-tune's bundle
 NETWORK_FIELDS = ("created", "source_commit", "reference_actions")
 
 
-def make_candidate(run_bundle: str | Path, like: str | Path, out: str | Path, name: Optional[str] = None) -> Path:
+def swap_network(run_bundle: str | Path, like: str | Path, out: str | Path, name: Optional[str] = None) -> Path:
     """Write ``out``: ``like`` with ``run_bundle``'s network (float16). Refuses a different model config."""
     run_man, like_man = read_manifest(run_bundle), read_manifest(like)
     a, b = model_config_from_manifest(run_man), model_config_from_manifest(like_man)
@@ -60,13 +65,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run-bundle", required=True, help="the fine-tune's exported bundle (RUN/bundle)")
     ap.add_argument("--like", required=True, help="the shipped bundle whose folder it takes")
-    ap.add_argument("--out", required=True, help="the candidate's folder (must not exist)")
-    ap.add_argument("--name", help="the candidate's name (default: the folder's)")
+    ap.add_argument("--out", required=True, help="the new bundle's folder (must not exist)")
+    ap.add_argument("--name", help="the new bundle's name (default: the folder's)")
     args = ap.parse_args(argv)
     try:
-        out = make_candidate(args.run_bundle, args.like, args.out, args.name)
+        out = swap_network(args.run_bundle, args.like, args.out, args.name)
     except (BundleError, OSError) as e:
-        raise SystemExit(f"research.delay.candidate: {e}") from e
+        raise SystemExit(f"energyflow.swap_network: {e}") from e
     print(out)
 
 
