@@ -315,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --rollouts and --teacher: the rollouts' failed episodes too, their states labelled "
                         "by the teacher (DAgger-style: a student's own driving, the teacher as the expert)")
     t.add_argument("--labels", nargs="+", metavar="FILE",
-                   help="labelled windows (python -m energyflow.forward_labels: the expert's chunk from where a late "
-                        "plan really starts), one training window each; state policies, training windows only")
+                   help="labelled windows, one training window each: .npz files of raw states [N, T_o, D_s] and "
+                        "chunks [N, T_p, D_a] (e.g. research/delay/forward_labels.py's); state policies only")
     t.add_argument("--resume", help="checkpoint to resume from ('auto' = latest in --out)")
     t.add_argument("--init-bundle", metavar="DIR",
                    help="start the weights from this EnergyFlow state bundle (its model config too): fine-tune a "

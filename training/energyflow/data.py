@@ -195,9 +195,9 @@ def load_rollouts(dirs: Sequence[str | Path], obs_keys: Sequence[str],
 
 
 def load_labels(paths: Sequence[str | Path]) -> Tuple[np.ndarray, np.ndarray]:
-    """The labelled windows of ``python -m energyflow.forward_labels`` files (``.npz`` with
-    ``states`` [N, T_o, D_s] and ``chunks`` [N, T_p, D_a], raw units), joined in order.
-    Raises :class:`DataError` naming the file."""
+    """Labelled windows from ``.npz`` files (``states`` [N, T_o, D_s] and ``chunks`` [N, T_p, D_a],
+    raw units, as :meth:`WindowDataset.add_windows` takes them; research/delay/forward_labels.py
+    writes such files), joined in order. Raises :class:`DataError` naming the file."""
     states: List[np.ndarray] = []
     chunks: List[np.ndarray] = []
     for p in paths:
@@ -205,8 +205,8 @@ def load_labels(paths: Sequence[str | Path]) -> Tuple[np.ndarray, np.ndarray]:
             with np.load(p) as f:
                 s, a = np.asarray(f["states"], np.float32), np.asarray(f["chunks"], np.float32)
         except (OSError, ValueError, KeyError) as e:
-            raise DataError(f"{p}: not a labels file with 'states' and 'chunks' ({e}) — write one with "
-                            "python -m energyflow.forward_labels") from e
+            raise DataError(f"{p}: not a labels file with 'states' and 'chunks' ({e}) — an .npz of "
+                            "states [N, T_o, D_s] and chunks [N, T_p, D_a]") from e
         if s.ndim != 3 or a.ndim != 3 or s.shape[0] != a.shape[0] or s.shape[0] == 0:
             raise DataError(f"{p}: states {s.shape} and chunks {a.shape}: want [N, T_o, D_s] and [N, T_p, D_a], N > 0")
         _check_array(f"{p}: states", s, "state")
@@ -316,7 +316,7 @@ class WindowDataset:
         [N, T_o, D_s] raw observations (oldest first), ``chunks`` [N, T_p, D_a] raw actions, laid
         out as a demonstration's window is (``chunks[:, T_o-1]`` is the action for the newest
         observation). Returns the windows the dataset now holds. A label is one window, not an
-        episode whose every step would make one (:mod:`energyflow.forward_labels`)."""
+        episode whose every step would make one."""
         if self.state is None or self.images:
             raise DataError("labelled windows carry the arm's state only; they train state policies, "
                             "not ones with camera inputs")

@@ -2,25 +2,27 @@
 
 A plan that lands ``d`` control periods after its observation was taken runs from a state the arm
 reaches only after the ``d`` actions committed before it. Corrections from an expert acting on
-fresh observations are right for a controller that acts at once; these labels are right for a
-chunk that runs late. The bundle drives scene after scene straight on Meta-World, its plans
-landing ``min_late..max_late`` steps late as through the runtime (:func:`energyflow.rollout.late_plan`).
-At every plan, before its actions run, the simulator's state is copied and run forward on the
-copy: the ``d`` actions committed before the plan lands (the previous chunk's), then Meta-World's
-scripted expert on each fresh observation for the rest of the chunk. The label for the plan's
-observation window is that chunk, laid out as a demonstration's window is: the action before the
-newest observation, the committed ones, then the expert's from the state the arm will really be
-in. The copy is then put back and the policy's own plan runs, so the drive is the rollout's.
+fresh observations (stop 83's) are right for a controller that acts at once; these labels are
+right for a chunk that runs late. The bundle drives scene after scene straight on Meta-World, its
+plans landing ``min_late..max_late`` steps late as through the runtime
+(:func:`energyflow.rollout.late_plan`). At every plan, before its actions run, the simulator's
+state is copied and run forward on the copy: the ``d`` actions committed before the plan lands
+(the previous chunk's), then Meta-World's scripted expert on each fresh observation for the rest
+of the chunk. The label for the plan's observation window is that chunk, laid out as a
+demonstration's window is: the action before the newest observation, the committed ones, then the
+expert's from the state the arm will really be in. The copy is then put back and the policy's own
+plan runs, so the drive is the rollout's. It needs a simulator that can be copied: an experiment,
+not a recipe for a robot.
 
-    .venv/bin/python -m energyflow.forward_labels --bundle BUNDLE --seeds 46000:46200 \\
+    .venv/bin/python -m research.delay.forward_labels --bundle B --seeds 46000:46200 \
         --min-late 3 --max-late 5 --out LABELS.npz
-    (cd training && ../.venv/bin/python -m energyflow train --data DEMOS.hdf5 --init-bundle BUNDLE \\
+    (cd training && ../.venv/bin/python -m energyflow train --data DEMOS.hdf5 --init-bundle B \
         --labels LABELS.npz … --out RUN)
+    .venv/bin/python -m energyflow.swap_network --run-bundle RUN/bundle --like B --out CANDIDATE
 
-``energyflow train --labels`` adds one training window per label (:meth:`energyflow.data.WindowDataset.add_windows`).
-The shipped BinPicking bundle is made this way (scripts/train-defaults.sh). Run it from the
-repository root: the simulator is its ``sim`` package, imported only here, as
-:func:`energyflow.rollout.world_class` does.
+``energyflow train --labels`` adds one training window per label
+(:meth:`energyflow.data.WindowDataset.add_windows`); research/delay/README.md has the commands
+and what the fine-tune did.
 """
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .bundle import BundleError
-from .rollout import Planner, late_plan, load_planner, world_class
-from .takeovers import parse_seeds
+from energyflow.bundle import BundleError
+from energyflow.rollout import Planner, late_plan, load_planner, world_class
+from energyflow.takeovers import parse_seeds
 
 #: what :func:`snapshot` takes: MuJoCo's integration state and the env's own fields
 Snapshot = Tuple[np.ndarray, np.ndarray, int, Optional[np.ndarray], bool]
@@ -42,7 +44,7 @@ Snapshot = Tuple[np.ndarray, np.ndarray, int, Optional[np.ndarray], bool]
 def snapshot(env: Any) -> Snapshot:
     """Everything a Meta-World step reads or changes: MuJoCo's integration state (positions,
     velocities, controls, mocap, warm start, time) and the env's own fields."""
-    import mujoco  # the simulator's physics (heavy, optional): only when labels are collected
+    import mujoco
 
     spec = mujoco.mjtState.mjSTATE_INTEGRATION
     state = np.empty(mujoco.mj_stateSize(env.model, spec))
@@ -54,7 +56,7 @@ def snapshot(env: Any) -> Snapshot:
 
 def restore(env: Any, snap: Snapshot) -> None:
     """Put back what :func:`snapshot` took (and recompute what MuJoCo derives from it)."""
-    import mujoco  # the simulator's physics (heavy, optional): only when labels are collected
+    import mujoco
 
     state, prev, length, last, exc = snap
     mujoco.mj_setState(env.model, env.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -132,9 +134,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if not 0 < args.min_late <= args.max_late:
         ap.error(f"--min-late must be 1..--max-late ({args.max_late}), got {args.min_late}")
     try:
-        from sim.world import expert_policy  # the simulator's scripted expert (heavy, optional): only here
+        from sim.world import expert_policy
     except ImportError as e:
-        raise SystemExit(f"energyflow.forward_labels: needs the simulator, the repository's sim/ package: run "
+        raise SystemExit(f"research.delay.forward_labels: needs the simulator, the repository's sim/ package: run "
                          f"from the repository root ({e})") from e
     try:
         planner = load_planner(args.bundle, threads=1)
@@ -154,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     if not A:
-        raise SystemExit("energyflow.forward_labels: no label: every scene ended before its second plan")
+        raise SystemExit("research.delay.forward_labels: no label: every scene ended before its second plan")
     np.savez_compressed(args.out, states=np.stack(S), chunks=np.stack(A))
     summary = {"bundle": args.bundle, "task": args.task, "seeds": [args.seeds.start, args.seeds.stop],
                "min_late": args.min_late, "max_late": args.max_late,
