@@ -51,7 +51,7 @@
 #     takeovers too, plain loss, cold starts, research/interventions/README.md; 4 actions a
 #     plan since stop 80; its 10 Hz
 #     threshold comes from research/stop/false_trips.py --write on its own hours, its 20 Hz
-#     one from sim calibrate --rate 20)
+#     one from sim calibrate --rate 20 on the T_a 4 bundle, seeds 5000-5059, alpha 0.05: stop 85)
 #   POLICY=diffusion scripts/train-defaults.sh hammer
 #   TEACHER_SHIFT=1.5 scripts/train-defaults.sh hammer
 # (about 45 min per task for the second; research/notes/evaluation-log.md, "Distilling the
