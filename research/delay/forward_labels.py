@@ -36,6 +36,7 @@ import numpy as np
 from energyflow.bundle import BundleError
 from energyflow.rollout import Planner, late_plan, load_planner, world_class
 from energyflow.takeovers import parse_seeds
+from sim.world import expert_policy
 
 #: what :func:`snapshot` takes: MuJoCo's integration state and the env's own fields
 Snapshot = Tuple[np.ndarray, np.ndarray, int, Optional[np.ndarray], bool]
@@ -133,11 +134,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = ap.parse_args(argv)
     if not 0 < args.min_late <= args.max_late:
         ap.error(f"--min-late must be 1..--max-late ({args.max_late}), got {args.min_late}")
-    try:
-        from sim.world import expert_policy
-    except ImportError as e:
-        raise SystemExit(f"research.delay.forward_labels: needs the simulator, the repository's sim/ package: run "
-                         f"from the repository root ({e})") from e
     try:
         planner = load_planner(args.bundle, threads=1)
     except (BundleError, ValueError, OSError) as e:
