@@ -31,6 +31,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import mujoco
 import numpy as np
 
 from energyflow.bundle import BundleError
@@ -45,8 +46,6 @@ Snapshot = Tuple[np.ndarray, np.ndarray, int, Optional[np.ndarray], bool]
 def snapshot(env: Any) -> Snapshot:
     """Everything a Meta-World step reads or changes: MuJoCo's integration state (positions,
     velocities, controls, mocap, warm start, time) and the env's own fields."""
-    import mujoco
-
     spec = mujoco.mjtState.mjSTATE_INTEGRATION
     state = np.empty(mujoco.mj_stateSize(env.model, spec))
     mujoco.mj_getState(env.model, env.data, state, spec)
@@ -57,8 +56,6 @@ def snapshot(env: Any) -> Snapshot:
 
 def restore(env: Any, snap: Snapshot) -> None:
     """Put back what :func:`snapshot` took (and recompute what MuJoCo derives from it)."""
-    import mujoco
-
     state, prev, length, last, exc = snap
     mujoco.mj_setState(env.model, env.data, state, mujoco.mjtState.mjSTATE_INTEGRATION)
     mujoco.mj_forward(env.model, env.data)

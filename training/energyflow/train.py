@@ -385,10 +385,7 @@ def build_datasets(data: str, mcfg_over: Dict[str, Any], tcfg: TrainConfig, stat
             "action_norm": {"mean": a_norm.mean.tolist(), "std": a_norm.std.tolist()},
             "state_norm": None if s_norm is None else {"mean": s_norm.mean.tolist(), "std": s_norm.std.tolist()}}
     train_ds, val_ds = mk(train_demos + own), mk(val_demos)
-    if labels:
-        if image_keys or not state_key:
-            raise DataError("--labels: labelled windows carry the arm's state only; they train state policies, "
-                            "not ones with camera inputs")
+    if labels:  # WindowDataset.add_windows refuses a camera policy's dataset
         before = len(train_ds)
         train_ds.add_windows(*load_labels(labels))
         meta["labels"] = {"files": [str(f) for f in labels], "windows": len(train_ds) - before}

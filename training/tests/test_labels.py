@@ -80,3 +80,15 @@ def test_train_adds_the_labels_as_training_windows(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="the model's windows") as e:
         cli.main(["train", "--out", str(tmp_path / "wrong"), "--labels", str(tmp_path / "wrong.npz"), *common])
     assert "\n" not in str(e.value)
+
+
+def test_add_windows_refuses_a_camera_policys_dataset() -> None:
+    rng = np.random.default_rng(3)
+    demos = [Demo("demo_0", rng.standard_normal((20, 2)).astype(np.float32),
+                  {"state": rng.standard_normal((20, 3)).astype(np.float32),
+                   "cam": rng.integers(0, 255, (20, 8, 8, 3), dtype=np.uint8)})]
+    a_norm = Normalizer.fit(demos[0].actions)
+    s_norm = Normalizer.fit(demos[0].obs["state"])
+    ds = WindowDataset(demos, "state", ["cam"], 2, 6, 2, a_norm, s_norm)
+    with pytest.raises(DataError, match="state policies"):
+        ds.add_windows(np.zeros((1, 2, 3), np.float32), np.zeros((1, 6, 2), np.float32))
