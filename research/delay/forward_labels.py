@@ -81,11 +81,11 @@ def forward_expert(env: Any, expert: Callable[[np.ndarray], np.ndarray], committ
 
 
 def scene(planner: Planner, world: Any, expert: Callable[[np.ndarray], np.ndarray], seed: int, min_late: int,
-          max_late: int, max_steps: int = 500) -> Tuple[List[np.ndarray], List[np.ndarray], Dict[str, Any]]:
+          max_late: int, max_steps: int = 500) -> Tuple[List[np.ndarray], List[np.ndarray], List[int], Dict[str, Any]]:
     """Scene ``seed`` driven by the planner as :func:`energyflow.rollout.rollout` drives it (the same
     noise and lateness draws), with a label at every plan that has a committed chunk before it and
     room for the forward run. Returns the labels' observation windows [T_o, D_s], their action
-    chunks [T_p, D_a], and the scene's row."""
+    chunks [T_p, D_a], the steps late each label's plan landed, and the scene's row."""
     To, Ta = planner.obs_horizon, planner.action_horizon
     Tp = planner.noise_shape[0]
     env = world.env
@@ -95,6 +95,7 @@ def scene(planner: Planner, world: Any, expert: Callable[[np.ndarray], np.ndarra
     steps, pending, last = 0, [], None
     states: List[np.ndarray] = []
     chunks: List[np.ndarray] = []
+    delays: List[int] = []
     while steps < max_steps and not world.success:
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
         actions = planner.plan(planner.cond(hist), z)
@@ -107,6 +108,7 @@ def scene(planner: Planner, world: Any, expert: Callable[[np.ndarray], np.ndarra
             states.append(np.stack(hist[-To:]).astype(np.float32))
             before = np.stack([last] * (To - 1))
             chunks.append(np.concatenate([before, np.clip(np.stack(committed), -1, 1), ahead]).astype(np.float32))
+            delays.append(d)
         run, pending = late_plan(actions[0], pending, To, Ta, d)
         for act in run:
             o = world.step(act).obs
@@ -116,7 +118,7 @@ def scene(planner: Planner, world: Any, expert: Callable[[np.ndarray], np.ndarra
             if world.success or steps >= max_steps:
                 break
         hist = hist[-To:]
-    return states, chunks, {"seed": seed, "success": bool(world.success), "steps": steps, "labels": len(chunks)}
+    return states, chunks, delays, {"seed": seed, "success": bool(world.success), "steps": steps, "labels": len(chunks)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -141,16 +143,18 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     expert = expert_policy(args.task).get_action
     S: List[np.ndarray] = []
     A: List[np.ndarray] = []
+    D: List[int] = []
     rows = []
     for seed in args.seeds:
-        s, a, row = scene(planner, world, expert, seed, args.min_late, args.max_late)
+        s, a, d, row = scene(planner, world, expert, seed, args.min_late, args.max_late)
         S += s
         A += a
+        D += d
         rows.append(row)
         print(json.dumps(row), flush=True)
     if not A:
         raise SystemExit("research.delay.forward_labels: no label: every scene ended before its second plan")
-    np.savez_compressed(args.out, states=np.stack(S), chunks=np.stack(A))
+    np.savez_compressed(args.out, states=np.stack(S), chunks=np.stack(A), delays=np.asarray(D, np.int8))
     summary = {"bundle": args.bundle, "task": args.task, "seeds": [args.seeds.start, args.seeds.stop],
                "min_late": args.min_late, "max_late": args.max_late,
                "policy_successes": sum(r["success"] for r in rows), "labels": len(A), "scenes": rows}

@@ -42,10 +42,11 @@ def test_labels_leave_the_drive_as_the_rollout_drives(world, expert) -> None:
     from energyflow.rollout import load_planner, rollout
 
     planner = load_planner(BUNDLE, threads=1)
-    states, chunks, row = scene(planner, world, expert, 1000, 3, 5, max_steps=60)
+    states, chunks, delays, row = scene(planner, world, expert, 1000, 3, 5, max_steps=60)
     plain = rollout(planner, world, 1000, max_steps=60, min_late=3, max_late=5)
     assert (row["steps"], row["success"]) == (plain["steps"], plain["success"])
-    assert row["labels"] == len(states) == len(chunks) > 0
+    assert row["labels"] == len(states) == len(chunks) == len(delays) > 0
+    assert set(delays) <= {3, 4, 5}
     assert np.stack(states).shape[1:] == (2, 39) and np.stack(chunks).shape[1:] == (16, 4)
     assert np.abs(np.stack(chunks)).max() <= 1
 
@@ -67,11 +68,12 @@ def test_the_label_is_the_last_action_then_the_committed_ones_then_the_expert(wo
 
     world.step, planner.plan = recording_step, recording_plan
     try:
-        states, chunks, row = scene(planner, world, expert, 1001, 3, 3, max_steps=60)
+        states, chunks, delays, row = scene(planner, world, expert, 1001, 3, 3, max_steps=60)
     finally:
         del world.step
     labelled = [t for t in plans_at if t > 0][:len(chunks)]  # every plan after the first runs a label
     assert len(labelled) == len(chunks) >= 5
+    assert delays == [3] * len(chunks)
     for t, c in zip(labelled, chunks):
         np.testing.assert_array_equal(c[0], done[t - 1])  # the action before the observation
         if t + 3 <= len(done):
