@@ -91,3 +91,14 @@ def test_the_told_rollout_draws_as_the_rollout_does() -> None:
     got = told_rollout(told, world, 1000, 3, 5, max_steps=60)
     assert (got["steps"], got["success"]) == (want["steps"], want["success"])
     assert seen and set(seen) <= {3.0, 4.0, 5.0}
+
+
+def test_labels_under_the_fewest_steps_late_are_left_out_and_the_scale_is_kept(tmp_path) -> None:
+    train = _dataset()
+    n_demo_windows = len(train)
+    np.savez(tmp_path / "l.npz", states=np.zeros((5, 2, 5), np.float32), chunks=np.zeros((5, 16, 2), np.float32),
+             delays=np.array([1, 2, 3, 4, 5], np.int8))
+    train, _, added = told_datasets(train, None, [tmp_path / "l.npz"], scale=1.0, min_delay=3)
+    assert added == 3 and len(train) == n_demo_windows + 3
+    lab = train.batch(np.arange(n_demo_windows, len(train)))["state"]
+    np.testing.assert_array_equal(lab[:, :, 5], [[3, 3], [4, 4], [5, 5]])

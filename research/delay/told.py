@@ -74,19 +74,19 @@ def widen(pol: Policy) -> Policy:
     return wide.eval()
 
 
-def with_delay(state: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """``state`` [N, D_s] normalised, with the normalised delay ``d`` [N] (steps) appended."""
-    return np.concatenate([state, (np.asarray(d, np.float32) / DELAY_SCALE)[:, None]], axis=1).astype(state.dtype)
+def with_delay(state: np.ndarray, d: np.ndarray, scale: float = DELAY_SCALE) -> np.ndarray:
+    """``state`` [N, D_s] normalised, with the delay ``d`` [N] (steps) appended as d / scale."""
+    return np.concatenate([state, (np.asarray(d, np.float32) / scale)[:, None]], axis=1).astype(state.dtype)
 
 
-def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset],
-                  labels: Sequence[str | Path]) -> Tuple[WindowDataset, Optional[WindowDataset], int]:
+def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset], labels: Sequence[str | Path],
+                  scale: float = DELAY_SCALE, min_delay: int = 0) -> Tuple[WindowDataset, Optional[WindowDataset], int]:
     """The demonstrations' datasets widened with delay 0, and the training set given one window
-    per label (``forward_labels`` files, with their ``delays``) at its delay. Returns both and the
-    labelled windows added."""
+    per label (``forward_labels`` files, with their ``delays``) at its delay, d / ``scale``; labels
+    less than ``min_delay`` steps late are left out. Returns both and the labelled windows added."""
     for ds in (train_ds, val_ds):
         if ds is not None:
-            ds.state = with_delay(ds.state, np.zeros(len(ds.state)))
+            ds.state = with_delay(ds.state, np.zeros(len(ds.state)), scale)
     added = 0
     for path in labels:
         with np.load(path) as z:
@@ -94,15 +94,17 @@ def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset],
                 raise DataError(f"{path}: no 'delays' (steps late per label): collect it again with "
                                 "research.delay.forward_labels")
             states, chunks, delays = z["states"], z["chunks"], z["delays"].astype(np.float32)
+        if delays.shape != (states.shape[0],):
+            raise DataError(f"{path}: {delays.shape[0]} delays for {states.shape[0]} labels")
+        keep = delays >= min_delay
+        states, chunks, delays = states[keep], chunks[keep], delays[keep]
         n, to, ds = states.shape
-        if delays.shape != (n,):
-            raise DataError(f"{path}: {delays.shape[0]} delays for {n} labels")
         wide = np.concatenate([states, np.broadcast_to(delays[:, None, None], (n, to, 1))], axis=2)
         # add_windows normalises with the demos' normaliser, which has no delay column: normalise
         # the state here and append the delay already scaled, through a pass-through normaliser
         norm, train_ds.state_norm = train_ds.state_norm, None
         try:
-            normed = with_delay(norm(wide[..., :ds].reshape(n * to, ds)), wide[..., ds].reshape(-1))
+            normed = with_delay(norm(wide[..., :ds].reshape(n * to, ds)), wide[..., ds].reshape(-1), scale)
             train_ds.add_windows(normed.reshape(n, to, ds + 1), chunks)
             added += n
         finally:
@@ -110,22 +112,23 @@ def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset],
     return train_ds, val_ds, added
 
 
-def train(bundle: str, data: str, labels: Sequence[str], out: str, over: Dict) -> Dict:
+def train(bundle: str, data: str, labels: Sequence[str], out: str, over: Dict, scale: float = DELAY_SCALE,
+          min_delay: int = 0) -> Dict:
     """Fine-tune the widened network of ``bundle`` on the demonstrations (delay 0) and the labels
-    (their delays), as ``energyflow train --init-bundle --labels`` does; export a state bundle
-    whose delay norm is (0, DELAY_SCALE). Returns the run's summary."""
+    (their delays; :func:`told_datasets`), as ``energyflow train --init-bundle --labels`` does;
+    export a state bundle whose delay norm is (0, ``scale``). Returns the run's summary."""
     outp = Path(out)
     outp.mkdir(parents=True, exist_ok=True)
     init, man = policy_from_bundle(bundle)
     tcfg = merge_train_config(TrainConfig(), over)
     _, train_ds, val_ds, meta = build_datasets(data, init.cfg.to_dict(), tcfg, "state", ())
     check_norms(man, meta, bundle)
-    train_ds, val_ds, added = told_datasets(train_ds, val_ds, labels)
+    train_ds, val_ds, added = told_datasets(train_ds, val_ds, labels, scale, min_delay)
     wide = widen(init)
     tcfg = tcfg.for_head(wide.cfg.energy_head)
     meta["training"] = tcfg.noise_record()
-    meta["state_norm"] = {"mean": meta["state_norm"]["mean"] + [0.0], "std": meta["state_norm"]["std"] + [DELAY_SCALE]}
-    meta["labels"] = {"files": [str(f) for f in labels], "windows": added, "told": True}
+    meta["state_norm"] = {"mean": meta["state_norm"]["mean"] + [0.0], "std": meta["state_norm"]["std"] + [scale]}
+    meta["labels"] = {"files": [str(f) for f in labels], "windows": added, "told": {"scale": scale, "min_delay": min_delay}}
     trainer = Trainer(wide.cfg, tcfg, train_ds, val_ds, outp, meta, progress=False)
     trainer.policy.load_state_dict(wide.state_dict())
     trainer.ema.model.load_state_dict(wide.state_dict())
@@ -187,6 +190,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     t.add_argument("--steps", type=int, default=8000)
     t.add_argument("--lr", type=float, default=7e-5)
     t.add_argument("--batch-size", type=int, default=64)
+    t.add_argument("--delay-scale", type=float, default=DELAY_SCALE, help="the delay enters as d / this")
+    t.add_argument("--min-delay", type=int, default=0, help="leave out labels fewer steps late than this")
     s = sub.add_parser("screen", help="closed-loop episodes, each plan told its delay")
     s.add_argument("bundle")
     s.add_argument("--task", default="bin-picking")
@@ -200,7 +205,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if a.cmd == "train":
         print(json.dumps(train(a.bundle, a.data, a.labels, a.out,
                                {"steps": a.steps, "lr": a.lr, "batch_size": a.batch_size, "warmup_steps": 100,
-                                "seed": 0, "threads": 1})["windows"]))
+                                "seed": 0, "threads": 1}, a.delay_scale, a.min_delay)["windows"]))
         return
     if not 0 <= a.min_late <= a.max_late:
         ap.error(f"--min-late must be 0..--max-late ({a.max_late}), got {a.min_late}")
