@@ -204,12 +204,29 @@ func TestTrackingStopOnSimulatedArm(t *testing.T) {
 			}
 			t.Logf("largest tracking difference while following: %.2g rad", worst)
 			r.sim.SetPositionOffset([]float64{jump})
-			d, _ := r.tick(1)
-			if d.State != safety.Stopped || d.Reason.Kind != safety.KindTracking {
-				t.Fatalf("after the jump: %v (%v: %s), tracking %v; want a tracking stop", d.State, d.Reason.Kind, d.Reason.Message, d.Tracking)
+			// The bound: stopped within 0.5 s of the jump. On a quiet
+			// host the next tick stops it; a read the host holds up at that
+			// tick widens the timing allowance, and a later one in the window
+			// stops it.
+			at := time.Now()
+			var d safety.Decision
+			ticks := 0
+			for {
+				d, _ = r.tick(1)
+				ticks++
+				if d.State != safety.Running || time.Since(at) > 500*time.Millisecond {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			if math.Abs(d.Tracking-jump) > 0.01 {
-				t.Errorf("tracking difference %v for a jump of %v", d.Tracking, jump)
+			took := time.Since(at)
+			if d.State != safety.Stopped || d.Reason.Kind != safety.KindTracking || took > 500*time.Millisecond {
+				t.Fatalf("%v after the jump (%d ticks): %v (%v: %s), tracking %v; want a tracking stop within 0.5 s",
+					took, ticks, d.State, d.Reason.Kind, d.Reason.Message, d.Tracking)
+			}
+			t.Logf("stopped %d tick(s), %v after the jump", ticks, took)
+			if tol := safety.DefaultConfig().Tracking.Tolerance; d.Tracking <= tol || d.Tracking > jump+0.01 {
+				t.Errorf("tracking difference %v for a jump of %v (tolerance %v)", d.Tracking, jump, tol)
 			}
 			if s := r.sim.Snapshot(); s.Enabled || s.Velocity[0] != 0 {
 				t.Fatalf("sim still moving: %+v", s)
