@@ -56,7 +56,11 @@ def test_labels_join_the_demonstrations_at_their_delay(tmp_path) -> None:
     delays = np.array([1, 2, 3, 4, 5, 3], np.int8)
     np.savez(tmp_path / "l.npz", states=states, chunks=chunks, delays=delays)
     train, val, added = told_datasets(train, val, [tmp_path / "l.npz"])
-    assert added == 6 and len(train) == n_demo_windows + 6 and train.state_norm is norm
+    assert added == 6 and len(train) == n_demo_windows + 6
+    # the demonstrations' normaliser, widened by the delay's (mean 0, std DELAY_SCALE), in both sets
+    for ds in (train, val):
+        np.testing.assert_array_equal(ds.state_norm.mean, np.append(norm.mean, 0))
+        np.testing.assert_array_equal(ds.state_norm.std, np.append(norm.std, DELAY_SCALE))
     demo = train.batch(np.arange(n_demo_windows))["state"]
     assert demo.shape[-1] == 6 and np.all(demo[..., 5] == 0)
     assert np.all(val.batch(np.arange(len(val)))["state"][..., 5] == 0)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from energyflow.config import ModelConfig, TrainConfig, merge_train_config
-from energyflow.data import DataError, WindowDataset
+from energyflow.data import DataError, Normalizer, WindowDataset
 from energyflow.from_bundle import check_norms, policy_from_bundle
 from energyflow.policy import Policy
 from energyflow.rollout import Planner, late_plan, load_planner, world_class
@@ -74,19 +74,19 @@ def widen(pol: Policy) -> Policy:
     return wide.eval()
 
 
-def with_delay(state: np.ndarray, d: np.ndarray, scale: float = DELAY_SCALE) -> np.ndarray:
-    """``state`` [N, D_s] normalised, with the delay ``d`` [N] (steps) appended as d / scale."""
-    return np.concatenate([state, (np.asarray(d, np.float32) / scale)[:, None]], axis=1).astype(state.dtype)
-
-
 def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset], labels: Sequence[str | Path],
                   scale: float = DELAY_SCALE, min_delay: int = 0) -> Tuple[WindowDataset, Optional[WindowDataset], int]:
     """The demonstrations' datasets widened with delay 0, and the training set given one window
-    per label (``forward_labels`` files, with their ``delays``) at its delay, d / ``scale``; labels
-    less than ``min_delay`` steps late are left out. Returns both and the labelled windows added."""
+    per label (``forward_labels`` files, with their ``delays``) at its delay; labels less than
+    ``min_delay`` steps late are left out. Both take the demonstrations' state normaliser widened
+    by the delay's, mean 0 and std ``scale`` (the delay enters as d / scale). Returns both and the
+    labelled windows added."""
+    norm = train_ds.state_norm
+    wide = Normalizer(np.append(norm.mean, np.float32(0)), np.append(norm.std, np.float32(scale)))
     for ds in (train_ds, val_ds):
         if ds is not None:
-            ds.state = with_delay(ds.state, np.zeros(len(ds.state)), scale)
+            ds.state = np.concatenate([ds.state, np.zeros((len(ds.state), 1), ds.state.dtype)], axis=1)
+            ds.state_norm = wide
     added = 0
     for path in labels:
         with np.load(path) as z:
@@ -98,17 +98,10 @@ def told_datasets(train_ds: WindowDataset, val_ds: Optional[WindowDataset], labe
             raise DataError(f"{path}: {delays.shape[0]} delays for {states.shape[0]} labels")
         keep = delays >= min_delay
         states, chunks, delays = states[keep], chunks[keep], delays[keep]
-        n, to, ds = states.shape
-        wide = np.concatenate([states, np.broadcast_to(delays[:, None, None], (n, to, 1))], axis=2)
-        # add_windows normalises with the demos' normaliser, which has no delay column: normalise
-        # the state here and append the delay already scaled, through a pass-through normaliser
-        norm, train_ds.state_norm = train_ds.state_norm, None
-        try:
-            normed = with_delay(norm(wide[..., :ds].reshape(n * to, ds)), wide[..., ds].reshape(-1), scale)
-            train_ds.add_windows(normed.reshape(n, to, ds + 1), chunks)
-            added += n
-        finally:
-            train_ds.state_norm = norm
+        n, to, _ = states.shape
+        train_ds.add_windows(np.concatenate([states, np.broadcast_to(delays[:, None, None], (n, to, 1))], axis=2),
+                             chunks)
+        added += n
     return train_ds, val_ds, added
 
 
@@ -127,7 +120,7 @@ def train(bundle: str, data: str, labels: Sequence[str], out: str, over: Dict, s
     wide = widen(init)
     tcfg = tcfg.for_head(wide.cfg.energy_head)
     meta["training"] = tcfg.noise_record()
-    meta["state_norm"] = {"mean": meta["state_norm"]["mean"] + [0.0], "std": meta["state_norm"]["std"] + [scale]}
+    meta["state_norm"] = {"mean": train_ds.state_norm.mean.tolist(), "std": train_ds.state_norm.std.tolist()}
     meta["labels"] = {"files": [str(f) for f in labels], "windows": added, "told": {"scale": scale, "min_delay": min_delay}}
     trainer = Trainer(wide.cfg, tcfg, train_ds, val_ds, outp, meta, progress=False)
     trainer.policy.load_state_dict(wide.state_dict())
