@@ -6,10 +6,12 @@ trace of every tick (JSONL) with every score. ``false_trips --check`` and
 ``stop_rules`` read only a few fields of the trace; this keeps those, so an
 hour of driving fits in a few MB:
 
-    python -m research.stop.cut_traces --out research/rtc/load-hours/traces.tar.gz build/load-hours/assembly
+    python -m research.stop.cut_traces --out research/rtc/load-hours/traces.tar.xz build/load-hours/assembly
 
 The archive holds the directories' paths relative to ``build/`` (unpack with
-``tar -xzf ARCHIVE -C build``).
+``tar -xJf ARCHIVE -C build``). It is xz when ``--out`` ends in ``.tar.xz`` (as
+the tracked packs are, for a lighter checkout) and gzip when it ends in
+``.tar.gz``.
 """
 from __future__ import annotations
 
@@ -41,10 +43,15 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def write_mode(out: Path) -> str:
+    """The tarfile mode for ``out``: xz for ``.tar.xz``, else gzip (``.tar.gz``, as before)."""
+    return "w:xz" if out.name.endswith(".tar.xz") else "w:gz"
+
+
 def pack(dirs: Iterable[Path], out: Path, base: Path) -> int:
-    """Write the archive; returns the number of files packed."""
+    """Write the archive (xz or gzip by ``out``'s suffix); returns the number of files packed."""
     n = 0
-    with tarfile.open(out, "w:gz") as tar:
+    with tarfile.open(out, write_mode(out)) as tar:
         for d in dirs:
             for p in sorted(d.iterdir()):
                 name = str(p.relative_to(base))
@@ -61,7 +68,7 @@ def pack(dirs: Iterable[Path], out: Path, base: Path) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="+", type=Path, help="level0_hours.sh output directories under build/")
-    ap.add_argument("--out", type=Path, required=True, help="the .tar.gz to write")
+    ap.add_argument("--out", type=Path, required=True, help="the .tar.xz to write (.tar.gz: gzip)")
     ap.add_argument("--base", type=Path, default=Path("build"), help="paths in the archive are relative to this")
     a = ap.parse_args(argv)
     n = pack(a.dirs, a.out, a.base)

@@ -5,7 +5,7 @@
 #           seeds 50000+, the 8 cm push at step 30 (the fault table's protocol)
 #   level 0: the five state bundles, 20 episodes, seeds 51000+
 # Writes build/tracking/*.json(l) (OUT=DIR: there instead); pack them as
-# research/faults/tracking/traces.tar.gz. PUSHES_ONLY=1 skips the level-0 episodes.
+# research/faults/tracking/traces.tar.xz. PUSHES_ONLY=1 skips the level-0 episodes.
 #   research/faults/tracking/collect.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
