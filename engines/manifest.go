@@ -39,6 +39,9 @@ const (
 	// GraphStateEnergy is the optional state term g(s) (state_energy.onnx),
 	// named by the manifest's "state_energy" block rather than "graphs".
 	GraphStateEnergy = "state_energy"
+	// GraphEnergyGradLate is the optional late network's energy-gradient
+	// graph (the "late_policy" block): the same I/O as GraphEnergyGrad.
+	GraphEnergyGradLate = "energy_grad_late"
 
 	InputActions  = "a_t"
 	InputCond     = "cond"
@@ -126,6 +129,27 @@ type Manifest struct {
 	// WatchCamera is an optional second fixed camera that the policy does
 	// not read and the stop watches (nil: none).
 	WatchCamera *WatchCameraSpec `json:"watch_camera,omitempty"`
+	// LatePolicy is an optional second network for plans that land late
+	// (nil: none; every plan samples the main graph).
+	LatePolicy *LatePolicySpec `json:"late_policy,omitempty"`
+}
+
+// LatePolicySpec is the manifest's optional "late_policy" block, written
+// by the toolkit's `python -m energyflow.late_network` (docs/bundle.md): a
+// network fine-tuned on chunks that are right when they start executing
+// some periods after the observation they were sampled from (the
+// demonstrator simulated forward over the delay), for hosts whose plans
+// land that late. The runtime samples a plan on it when the plans before
+// it took FromPeriods control periods or more (loop.late_policy); every
+// energy the runtime scores, and the state term, stay the main graph's.
+type LatePolicySpec struct {
+	// Graph names the late network's entry in "graphs": GraphEnergyGradLate.
+	Graph string `json:"graph"`
+	// FromPeriods is the measured plan latency, in whole control periods
+	// rounded up, from which plans sample on the late network (≥ 1).
+	FromPeriods int `json:"from_periods"`
+	// Trained is the toolkit's informational record (labels, steps).
+	Trained json.RawMessage `json:"trained,omitempty"`
 }
 
 // WatchCameraSpec is the manifest's optional "watch_camera" block, written
@@ -491,6 +515,7 @@ func (m *Manifest) validate(file string) error {
 	m.validateGraphs(p)
 	m.validateStateEnergy(p)
 	m.validateWatchCamera(p)
+	m.validateLatePolicy(p)
 	m.validateCalibration(p)
 	m.validateFiles(p)
 	return joinProblems(p.errs)
@@ -691,7 +716,10 @@ func (m *Manifest) validateReferences(p *problems) {
 // manifest, inputs in binding order. ok is false for an unknown graph name.
 func (m *Manifest) ExpectedIO(graph string) (in, out []TensorInfo, ok bool) {
 	switch graph {
-	case GraphEnergyGrad:
+	case GraphEnergyGrad, GraphEnergyGradLate:
+		if graph == GraphEnergyGradLate && m.LatePolicy == nil {
+			return nil, nil, false
+		}
 		tp, da := int64(m.PredHorizon), int64(m.ActionDim)
 		return []TensorInfo{
 				{Name: InputActions, Shape: []int64{-1, tp, da}},
@@ -861,11 +889,37 @@ func (m *Manifest) validateGraphs(p *problems) {
 			if name == GraphVision && !usesVision {
 				continue // a vision graph nobody uses is harmless
 			}
+			if name == GraphEnergyGradLate {
+				p.add(f, "a late network without a \"late_policy\" block, expected both or neither")
+				continue
+			}
 			p.add(f, "unknown graph, expected %q or %q", main, GraphVision)
 			continue
 		}
 		checkTensors(p, f+".inputs", g.Inputs, in)
 		checkTensors(p, f+".outputs", g.Outputs, out)
+	}
+}
+
+// validateLatePolicy checks the optional "late_policy" block: an
+// energyflow policy, its graph in "graphs" (validateGraphs checks the
+// graph's I/O), and a latency at which it takes over.
+func (m *Manifest) validateLatePolicy(p *problems) {
+	lp := m.LatePolicy
+	if lp == nil {
+		return
+	}
+	const f = "late_policy"
+	if m.Policy != PolicyEnergyFlow {
+		p.add(f, "got a late network, expected it absent for policy %q", m.Policy)
+	}
+	if lp.Graph != GraphEnergyGradLate {
+		p.add(f+".graph", "got %q, expected %q", lp.Graph, GraphEnergyGradLate)
+	} else if _, ok := m.Graphs[lp.Graph]; !ok {
+		p.add(f+".graph", "%q is not in \"graphs\", expected the late network's entry there", lp.Graph)
+	}
+	if lp.FromPeriods < 1 {
+		p.add(f+".from_periods", "got %d, expected the plan latency (whole control periods, ≥ 1) from which plans sample on the late network", lp.FromPeriods)
 	}
 }
 

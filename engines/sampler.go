@@ -57,6 +57,12 @@ type SamplerOptions struct {
 	// throughout. Score and StateEnergy still evaluate what they are asked.
 	// A fused engine returns its energy anyway; a diffusion policy has none.
 	ActionsOnly bool
+	// Graph is the graph the Euler steps run on: "" for the bundle's policy
+	// graph (Manifest.PolicyGraph), or GraphEnergyGradLate for the late
+	// network of a bundle with a "late_policy" block, which requires
+	// ActionsOnly (its energies are not the calibrated ones; the runtime
+	// scores every chunk on the main graph).
+	Graph string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -247,7 +253,14 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 	s.fusedEnergy = make([]float32, batch)
 	s.wx0 = make([]float32, s.rowLen)
 
-	stepSpec, err := b.GraphSpec(m.PolicyGraph(), batch)
+	graph := m.PolicyGraph()
+	if opts.Graph != "" {
+		if opts.Graph != GraphEnergyGradLate || m.LatePolicy == nil || !opts.ActionsOnly {
+			return nil, fmt.Errorf("engines: sampler graph %q: want \"\" (the policy graph) or %q with ActionsOnly on a bundle with a late_policy block", opts.Graph, GraphEnergyGradLate)
+		}
+		graph = opts.Graph
+	}
+	stepSpec, err := b.GraphSpec(graph, batch)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ type App struct {
 	bundle  *engines.Bundle
 	backend engines.Backend
 	sampler *engines.Sampler
+	late    *engines.Sampler // the bundle's late network (loop.late_policy); nil: none or off
 	scorer  *engines.Sampler
 	state   *engines.StateTerm // the loop's own state term (evaluated every tick); nil without one
 	watch   safety.Score       // the first monitored score (ScoreEnergy when none), for events and metrics
@@ -150,6 +151,14 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 		return nil, err
 	}
 	a.closers = append(a.closers, a.sampler.Close)
+	if a.bundle.Manifest.LatePolicy != nil && !cfg.Loop.Late.Off {
+		lopts := popts
+		lopts.Graph = engines.GraphEnergyGradLate
+		if a.late, err = engines.NewSampler(a.bundle, a.backend, lopts); err != nil {
+			return nil, fmt.Errorf("runtime: the bundle's late network (set loop.late_policy.off to run without it): %w", err)
+		}
+		a.closers = append(a.closers, a.late.Close)
+	}
 	// The re-scoring sampler exists only for a policy with an energy.
 	if a.sampler.HasEnergy() {
 		if a.scorer, err = engines.NewSampler(a.bundle, a.backend, sopts); err != nil {
@@ -254,11 +263,18 @@ func NewApp(ctx context.Context, cfg *Config, opts AppOptions) (app *App, err er
 	}
 
 	var sampler PolicySampler = a.sampler
+	var late PolicySampler
+	if a.late != nil { // a nil pointer in an interface would not be nil
+		late = a.late
+	}
 	if opts.InferenceDelay > 0 {
 		sampler = delayedSampler{a.sampler, opts.InferenceDelay}
+		if late != nil {
+			late = delayedSampler{late, opts.InferenceDelay}
+		}
 	}
 	deps := LoopDeps{Config: cfg, Manifest: &a.bundle.Manifest, Clock: clock, Arm: a.arm, Guard: a.guard,
-		Sampler: sampler, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick,
+		Sampler: sampler, Late: late, Cond: cond, Notifier: NewNotifier(), Logger: log.With("part", "loop"), OnTick: opts.OnTick,
 		OnStop: opts.OnStop, ExpectedShutdown: opts.ExpectedShutdown, Stages: &a.stages}
 	// A nil pointer in an interface would not be nil.
 	if a.scorer != nil {

@@ -125,6 +125,9 @@ type LoopConfig struct {
 	// Warm is the warm start: each plan after the first starts from the
 	// committed prediction instead of pure noise (engines.Warm).
 	Warm WarmConfig `yaml:"warm_start"`
+	// Late is when plans sample on the bundle's late network, for a bundle
+	// that has one (its "late_policy" block).
+	Late LatePolicyConfig `yaml:"late_policy"`
 	// AutoStart moves READY → RUNNING without an operator start.
 	AutoStart bool `yaml:"auto_start"`
 	// MaxTicks stops the loop after this many ticks (0 = run until stopped).
@@ -176,6 +179,21 @@ type WarmConfig struct {
 	// 0 with Sigma set: half of K, at least 1.
 	Steps int `yaml:"steps"`
 	// Off starts every plan cold, whatever the bundle sets.
+	Off bool `yaml:"off"`
+}
+
+// LatePolicyConfig is loop.late_policy: a bundle with a late network (its
+// manifest's "late_policy" block: a network trained on chunks that are
+// right when they start executing some periods after their observation)
+// samples each plan on it while the plans before took FromPeriods control
+// periods or more (their smoothed latency, rounded up); below that, and
+// for a bundle without one, plans sample on the main network. The energies
+// the stop and the live view read are the main network's either way.
+type LatePolicyConfig struct {
+	// FromPeriods overrides the bundle's late_policy.from_periods (≥ 1);
+	// 0 (default): the bundle's.
+	FromPeriods int `yaml:"from_periods"`
+	// Off samples every plan on the main network, whatever the bundle sets.
 	Off bool `yaml:"off"`
 }
 
@@ -307,6 +325,9 @@ func (c *Config) Validate() error {
 	}
 	if math.IsNaN(c.Loop.PlanLateLimit) || math.IsInf(c.Loop.PlanLateLimit, 0) {
 		add("loop", fmt.Errorf("plan_late_limit: %v is not a number of periods", c.Loop.PlanLateLimit))
+	}
+	if c.Loop.Late.FromPeriods < 0 {
+		add("loop", fmt.Errorf("late_policy.from_periods: %d: want 0 (the bundle's) or the plan latency in whole periods (≥ 1) from which plans sample on the late network", c.Loop.Late.FromPeriods))
 	}
 	if c.Loop.Bridge != BridgeTail && c.Loop.Bridge != BridgeHold {
 		add("loop", fmt.Errorf("bridge: %q: want %q or %q", c.Loop.Bridge, BridgeTail, BridgeHold))

@@ -53,6 +53,10 @@ type LoopDeps struct {
 	Arm      actuators.Arm
 	Guard    *safety.Guard
 	Sampler  PolicySampler
+	// Late samples plans on the bundle's late network (the manifest's
+	// late_policy; loop.late_policy says from which measured latency). Nil:
+	// every plan samples on Sampler.
+	Late PolicySampler
 	// Scorer re-scores the committed chunk under the newest observation,
 	// asynchronously: the energies, picked up within loop.score_wait or on
 	// the next tick (its StateEnergy too when State is nil). Nil for a
@@ -137,13 +141,16 @@ type LoopStats struct {
 	// often it went past (each logs one warning).
 	LatePlans  int64
 	LateSpells int64
+	// LateNetPlans counts plans sampled on the bundle's late network
+	// (loop.late_policy).
+	LateNetPlans int64
 }
 
 // loopCounters are LoopStats as atomics: the tick updates them without
 // locks or allocations, Stats reads them from any goroutine.
 type loopCounters struct {
 	ticks, missed, chunks, dropped, replans, inferErrors, scoreErrors, scoreLate, armErrors, idle, condErrors atomic.Int64
-	latePlans, lateSpells, bridged                                                                            atomic.Int64
+	latePlans, lateSpells, bridged, lateNet                                                                   atomic.Int64
 }
 
 // Loop is the fixed-rate control loop. Create with NewLoop, drive with Run.
@@ -200,6 +207,8 @@ type Loop struct {
 	// with the newest chunk's window (rows prevFirst … prevFirst+prevN−1).
 	chunking         ChunkingConfig
 	warm             warmSampler // loop.warm_start on: the sampler's warm start (warm.go)
+	lateFrom         int         // plans sample on LoopDeps.Late from this measured latency (periods); 0: never (latepolicy.go)
+	onLate           bool        // the latest plan was submitted to the late network
 	joins            joinMeter
 	execSeq          int64
 	execFresh        bool
@@ -319,6 +328,9 @@ func NewLoop(d LoopDeps) (*Loop, error) {
 	if err := l.setWarm(d.Config.Loop.Warm, d.Sampler); err != nil {
 		return nil, err
 	}
+	if err := l.setLatePolicy(d.Config.Loop.Late, d.Late); err != nil {
+		return nil, err
+	}
 	if d.Scorer != nil {
 		l.score = newScoreWorker(l.tp*l.dim, d.Cond.Dim())
 	}
@@ -347,7 +359,7 @@ func (l *Loop) Stats() LoopStats {
 	return LoopStats{Ticks: c.ticks.Load(), Missed: c.missed.Load(), Chunks: c.chunks.Load(),
 		ActionsDropped: c.dropped.Load(), Replans: c.replans.Load(), InferErrors: c.inferErrors.Load(),
 		ScoreErrors: c.scoreErrors.Load(), ScoreLate: c.scoreLate.Load(), ArmErrors: c.armErrors.Load(), IdleTicks: c.idle.Load(), Bridged: c.bridged.Load(),
-		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load()}
+		CondErrors: c.condErrors.Load(), LatePlans: c.latePlans.Load(), LateSpells: c.lateSpells.Load(), LateNetPlans: c.lateNet.Load()}
 }
 
 func (l *Loop) onTransition(t Transition) {
@@ -506,10 +518,13 @@ func (l *Loop) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		l.infer.run(ctx, func(j *inferJob) {
 			t0 := time.Now()
 			steps := l.steps
-			if j.useWarm {
+			switch {
+			case j.late:
+				j.err = l.d.Late.SampleGuided(j.cond, j.guide, &j.res)
+			case j.useWarm:
 				j.err = l.warm.SampleWarm(j.cond, j.warm, &j.res)
 				steps = j.warm.Steps
-			} else {
+			default:
 				j.err = l.d.Sampler.SampleGuided(j.cond, j.guide, &j.res)
 			}
 			if j.err == nil {
@@ -624,7 +639,8 @@ func (l *Loop) tick(ctx context.Context, tk Tick) {
 		if err := l.buildCond(l.infer.job.cond); err == nil {
 			l.infer.job.obsTime, l.infer.job.start = l.obs.newest, now
 			l.fillGuide(l.infer.job.guide, l.obs.newest)
-			l.infer.job.useWarm = l.fillWarm(l.infer.job, l.obs.newest)
+			l.infer.job.late = l.planLate(now)
+			l.infer.job.useWarm = !l.infer.job.late && l.fillWarm(l.infer.job, l.obs.newest)
 			l.infer.submit()
 			l.stats.replans.Add(1)
 		} else {

@@ -152,6 +152,10 @@ type harnessOptions struct {
 	chunking ChunkingConfig
 	warm     WarmConfig // loop.warm_start (zero: the bundle's)
 	sampler  func(f *fakeSampler, dim int) PolicySampler
+	// late, when set, makes LoopDeps.Late from a second fake sampler on
+	// the same clock and latency; lateCfg is loop.late_policy.
+	late    func(f *fakeSampler) PolicySampler
+	lateCfg LatePolicyConfig
 	// manifest, when set, changes the loaded bundle's manifest.
 	manifest func(*engines.Manifest)
 	// onStop and expectedShutdown are LoopDeps'; logger the gate's and
@@ -198,6 +202,7 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		cfg.Loop.Bridge = o.bridge
 	}
 	cfg.Loop.Warm = o.warm
+	cfg.Loop.Late = o.lateCfg
 	if o.chunking != (ChunkingConfig{}) {
 		cfg.Loop.Chunking = o.chunking
 	}
@@ -239,6 +244,9 @@ func newLoop(t testing.TB, o harnessOptions) (*loopHarness, error) {
 		OnStop: o.onStop, ExpectedShutdown: o.expectedShutdown, Stages: new(StageTimes), Logger: o.logger}
 	if o.scorer != nil {
 		d.Scorer = o.scorer
+	}
+	if o.late != nil {
+		d.Late = o.late(&fakeSampler{actions: make([]float32, m.PredHorizon*m.ActionDim), clk: h.clk, latency: o.latency})
 	}
 	if o.state != nil {
 		d.State = o.state

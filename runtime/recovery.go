@@ -81,6 +81,7 @@ func (v *recoveryView) fill(s *telemetry.Sample, d *safety.Decision) {
 // counted in LoopStats either way. Used on the loop's goroutine only.
 type loopLogs struct {
 	gate, infer logRate
+	late        logRate // switches to and from the late network (latepolicy.go)
 }
 
 // logRate rate-limits the log line of one condition of the loop.

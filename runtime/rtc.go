@@ -47,6 +47,12 @@ func (l *Loop) chunkDelay() int {
 	if l.chunking.Delay > 0 {
 		return l.chunking.Delay
 	}
+	return l.latencyPeriods()
+}
+
+// latencyPeriods is how many control periods the smoothed inference
+// latency spans, rounded up, at least 1.
+func (l *Loop) latencyPeriods() int {
 	return max(1, int((l.latEWMA+l.period-1)/l.period))
 }
 

@@ -112,6 +112,7 @@ type inferJob struct {
 	guide   *engines.Guide // nil: real-time chunking is off
 	warm    *engines.Warm  // nil: warm starts are off
 	useWarm bool           // this plan starts from warm (fillWarm)
+	late    bool           // this plan samples on the late network (planLate)
 	obsTime time.Time
 	start   time.Time
 	res     engines.Result

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
@@ -207,6 +208,11 @@ func bundleVerify(_ context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(w, "ok    test sample (observations at their mean, seed 0, K=%d): energy %.6g, centered reward %.6g, %v (first call, includes warm-up)\n",
 		s.Steps(), r.Energy, r.CenteredReward, took.Round(time.Microsecond))
+	if lp := m.LatePolicy; lp != nil {
+		if err := verifyLate(w, b, be, *steps, hist, log); err != nil {
+			return fail("graph "+m.Graphs[lp.Graph].File, err)
+		}
+	}
 	if s.HasStateEnergy() {
 		t0 := time.Now()
 		x, err := s.StateEnergyObs(hist)
@@ -301,4 +307,25 @@ func printManifestClosedLoop(w io.Writer, head string, cl *calibration.ClosedLoo
 		}
 		fmt.Fprintf(w, "        %s %d %s since arming: threshold %.6g%s (mean %.6g, std %.4g)\n", unit, b.From, to, b.Threshold, ceil, b.Mean, b.Std)
 	}
+}
+
+// verifyLate opens the bundle's late network (late_policy) and samples once
+// on it from hist, as the runtime does once plans land late.
+func verifyLate(w io.Writer, b *engines.Bundle, be engines.Backend, steps int, hist []engines.ObsFrame, log *slog.Logger) error {
+	s, err := engines.NewSampler(b, be, engines.SamplerOptions{Steps: steps, ActionsOnly: true, Graph: engines.GraphEnergyGradLate, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var r engines.Result
+	if err := s.SampleObs(hist, &r); err != nil {
+		return err
+	}
+	if !finite(r.Actions) {
+		return fmt.Errorf("test sample on the late network has non-finite actions: %v", r.Actions)
+	}
+	lp := b.Manifest.LatePolicy
+	fmt.Fprintf(w, "ok    late network %s: I/O matches the manifest, finite test sample; plans sample on it from %d periods of plan latency (loop.late_policy)\n",
+		b.Manifest.Graphs[lp.Graph].File, lp.FromPeriods)
+	return nil
 }

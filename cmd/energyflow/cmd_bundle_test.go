@@ -218,3 +218,47 @@ func TestBundleVerifyNotABundle(t *testing.T) {
 		})
 	}
 }
+
+// A bundle with a late network: verify samples on it too and says from
+// which plan latency the runtime uses it.
+func TestBundleVerifyLateNetwork(t *testing.T) {
+	dir := writeTestBundle(t)
+	onnx, err := os.ReadFile(filepath.Join(dir, "energy_grad.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "energy_grad_late.onnx"), onnx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, "manifest.json")
+	raw, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man map[string]any
+	if err := json.Unmarshal(raw, &man); err != nil {
+		t.Fatal(err)
+	}
+	graphs := man["graphs"].(map[string]any)
+	late := map[string]any{}
+	for k, v := range graphs["energy_grad"].(map[string]any) {
+		late[k] = v
+	}
+	late["file"] = "energy_grad_late.onnx"
+	graphs["energy_grad_late"] = late
+	man["files"].(map[string]any)["energy_grad_late.onnx"] = man["files"].(map[string]any)["energy_grad.onnx"]
+	man["late_policy"] = map[string]any{"graph": "energy_grad_late", "from_periods": 2}
+	if raw, err = json.Marshal(man); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := realMain([]string{"bundle", "verify", "--threads", "1", dir}, &out, &errb); code != exitOK {
+		t.Fatalf("verify exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	if w := "ok    late network energy_grad_late.onnx: I/O matches the manifest, finite test sample; plans sample on it from 2 periods"; !strings.Contains(out.String(), w) {
+		t.Errorf("output lacks %q:\n%s", w, out.String())
+	}
+}

@@ -42,7 +42,18 @@ def chunking(s: dict) -> str:
 
 
 def start(s: dict) -> str:
-    """How plans start: cold or warm (--warm-sigma, --warm-steps), with the options tried and not kept
+    """How plans start (:func:`cold_or_warm`), and the share of plans sampled on the bundle's late
+    network where it planned any (``late_net_plans``, loop.late_policy)."""
+    out = cold_or_warm(s)
+    rs = s.get("results") or []
+    late, plans = sum(r.get("late_net_plans", 0) for r in rs), sum(r.get("inferences", 0) for r in rs)
+    if late and plans:
+        out += f"; late network {100 * late / plans:.0f} %"
+    return out
+
+
+def cold_or_warm(s: dict) -> str:
+    """Cold or warm (--warm-sigma, --warm-steps), with the options tried and not kept
     marked: --warm-max-age (commit df618e6; the share of plans that started warm), --planners N and
     --predict-state (commit dd6cd31)."""
     sig = s.get("warm_sigma")

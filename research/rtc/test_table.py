@@ -44,6 +44,17 @@ def test_warm_start_column(tmp_path):
     assert "| off | warm σ 1, 5 steps, ≤ 2 periods old (75 % warm) | 19/20" in table([b])[2]
 
 
+def test_late_network_share(tmp_path):
+    a = tmp_path / "a.json"
+    s = summary(chunking="off")
+    s["results"] = [{"inferences": 30, "late_net_plans": 29}, {"inferences": 10, "late_net_plans": 0}]
+    a.write_text(json.dumps(s))
+    assert "| off | cold; late network 72 % | 19/20" in table([a])[2]
+    s["results"] = [{"inferences": 30, "late_net_plans": 0}]
+    a.write_text(json.dumps(s))
+    assert "| off | cold | 19/20" in table([a])[2]
+
+
 def test_planners_column(tmp_path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(summary(chunking="off", planners=3)))

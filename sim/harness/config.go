@@ -56,6 +56,7 @@ func (f *Flags) RuntimeConfig(root string, b *Bridge, listen string) (*runtime.C
 		c.Loop.Chunking.Strength = f.ChunkingStrength
 	}
 	c.Loop.Warm = runtime.WarmConfig{Sigma: f.WarmSigma, Steps: f.WarmSteps, Off: f.Cold}
+	c.Loop.Late = runtime.LatePolicyConfig{Off: f.LateOff}
 	c.Loop.AutoStart = true
 	c.Safety.Limits.MaxVelocity = []float64{1, 1, 1}
 	c.Safety.Limits.MaxDelta = []float64{2, 2, 2}

@@ -96,6 +96,9 @@ type Flags struct {
 	WarmSigma float64
 	WarmSteps int
 	Cold      bool
+	// LateOff is --late-off: plans never sample on the bundle's late
+	// network (loop.late_policy.off).
+	LateOff bool
 
 	// Resolved by Prepare.
 	BundleDir string   // the bundle to run: --bundle or the task's shipped one
@@ -201,6 +204,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.WarmSigma, "warm-sigma", 0, "warm starts (loop.warm_start.sigma): each plan starts from the committed one noised to this σ, within the bundle's schedule; 0: the bundle's sampler.warm_start, if it has one (docs/engines.md)")
 	fs.IntVar(&f.WarmSteps, "warm-steps", 0, "warm starts: Euler steps from --warm-sigma to γ (0: half of K)")
 	fs.BoolVar(&f.Cold, "cold", false, "start every plan from noise, even where the bundle sets a warm start (loop.warm_start.off)")
+	fs.BoolVar(&f.LateOff, "late-off", false, "sample every plan on the bundle's main network, even where it has a late network for late plans (loop.late_policy.off)")
 	fs.BoolVar(&f.Verbose, "v", false, "debug logging")
 }
 

@@ -30,13 +30,24 @@ from .stats import wilson  # its old home: `from energyflow.rollout import wilso
 @dataclass
 class Planner:
     """A bundle's reference sampler behind one call: ``plan(cond, z)`` →
-    un-standardized actions ``[B, T_p, D_a]``."""
+    un-standardized actions ``[B, T_p, D_a]``; ``late``, for a bundle with a late network
+    (``late_policy``), the same on it, which the runtime takes from ``late_from`` periods of plan
+    latency (:meth:`plan_at`)."""
 
     manifest: Dict
     plan: Callable[[np.ndarray, np.ndarray], np.ndarray]
     state_mean: np.ndarray
     state_std: np.ndarray
     action_std: np.ndarray
+    late: Optional[Callable[[np.ndarray, np.ndarray], np.ndarray]] = None
+    late_from: int = 0
+
+    def plan_at(self, cond: np.ndarray, z: np.ndarray, periods: int) -> np.ndarray:
+        """``plan``, or ``late`` when the plans before took ``periods`` control periods (rounded up,
+        at least 1), as the runtime chooses (loop.late_policy)."""
+        if self.late is not None and max(1, periods) >= self.late_from:
+            return self.late(cond, z)
+        return self.plan(cond, z)
 
     @property
     def obs_horizon(self) -> int:
@@ -76,11 +87,17 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
         def plan(cond: np.ndarray, z: np.ndarray) -> np.ndarray:
             return ddim_sample(eps, cond, z, ac, k, sch["clip_sample"], mean, std).actions
     else:
-        eg = OrtEnergyGrad(Path(bundle) / man["graphs"]["energy_grad"]["file"], threads=threads)
         sc = Schedule(**{key: sch[key] for key in ("sigma_min", "sigma_max", "T", "gamma")})
 
-        def plan(cond: np.ndarray, z: np.ndarray) -> np.ndarray:
-            return sample(eg, cond, z, sc, k, mean, std).actions
+        def sampler(graph: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+            eg = OrtEnergyGrad(Path(bundle) / man["graphs"][graph]["file"], threads=threads)
+            return lambda cond, z: sample(eg, cond, z, sc, k, mean, std).actions
+
+        plan = sampler("energy_grad")
+        if "late_policy" in man:
+            lp = man["late_policy"]
+            return Planner(man, plan, np.asarray(st["norm"]["mean"], np.float32), np.asarray(st["norm"]["std"], np.float32),
+                           std, late=sampler(lp["graph"]), late_from=int(lp["from_periods"]))
     return Planner(man, plan, np.asarray(st["norm"]["mean"], np.float32),
                    np.asarray(st["norm"]["std"], np.float32), std)
 
@@ -121,7 +138,9 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
     steps and the simulator's success step.
 
     ``max_late`` > 0 imitates the runtime's lateness: each plan lands d steps
-    late, d uniform in ``min_late``..max_late drawn after its noise (:func:`late_plan`).
+    late, d uniform in ``min_late``..max_late drawn after its noise (:func:`late_plan`); a
+    bundle's late network plans when the plan before landed its ``from_periods`` or more
+    late (:meth:`Planner.plan_at`; the first plan of an episode on the main network).
     ``on_step(history)`` sees the observation history (oldest first, the
     newest last) at the reset and after every step; ``stop()``, asked after it, ends the episode
     early when true (``stopped`` in the result)."""
@@ -132,13 +151,14 @@ def rollout(planner: Planner, world, seed: int, level: str = "0", max_steps: int
     rng = np.random.default_rng(ps)
     if on_step is not None:
         on_step(hist)
-    steps, pending = 0, []
+    steps, pending, d = 0, [], 0
     halt = stop or (lambda: False)
     while steps < max_steps and not world.success and not halt():
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
-        actions = planner.plan(planner.cond(hist), z)
+        actions = planner.plan_at(planner.cond(hist), z, d)
         if max_late > 0:
-            run, pending = late_plan(actions[0], pending, To, Ta, int(rng.integers(min_late, max_late + 1)))
+            d = int(rng.integers(min_late, max_late + 1))
+            run, pending = late_plan(actions[0], pending, To, Ta, d)
         else:
             run = actions[0, To - 1:To - 1 + Ta]
         for act in run:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 from .bundle import BundleError, model_config_from_manifest, read_manifest, write_manifest
 from .compact import compact_bundle
@@ -33,21 +34,29 @@ from .compact import compact_bundle
 NETWORK_FIELDS = ("created", "source_commit", "reference_actions")
 
 
-def swap_network(run_bundle: str | Path, like: str | Path, out: str | Path, name: Optional[str] = None) -> Path:
-    """Write ``out``: ``like`` with ``run_bundle``'s network (float16). Refuses a different model config."""
+@contextmanager
+def compacted_network(run_bundle: str | Path, like: str | Path, out: str | Path) -> Iterator[Tuple[Path, Dict[str, Any]]]:
+    """``run_bundle`` in float16 in a temporary folder, with its manifest, after checking that its
+    model config is ``like``'s and that ``out`` does not exist yet (the folder goes on exit)."""
     run_man, like_man = read_manifest(run_bundle), read_manifest(like)
     a, b = model_config_from_manifest(run_man), model_config_from_manifest(like_man)
     a.action_horizon = b.action_horizon  # the model's training window; what runs is the manifest's, kept
     if a != b:
         raise BundleError(f"{run_bundle}: its model config is not that of {like}")
-    out = Path(out)
-    if out.exists():
+    if Path(out).exists():
         raise BundleError(f"{out}: exists; choose a new folder")
     with tempfile.TemporaryDirectory() as tmp:
         half = Path(tmp) / "b"
         shutil.copytree(run_bundle, half)
         compact_bundle(half)
-        half_man = read_manifest(half)
+        yield half, read_manifest(half)
+
+
+def swap_network(run_bundle: str | Path, like: str | Path, out: str | Path, name: Optional[str] = None) -> Path:
+    """Write ``out``: ``like`` with ``run_bundle``'s network (float16). Refuses a different model config."""
+    like_man = read_manifest(like)
+    out = Path(out)
+    with compacted_network(run_bundle, like, out) as (half, half_man):
         shutil.copytree(like, out)
         shutil.copy2(half / "energy_grad.onnx", out / "energy_grad.onnx")
     man = dict(like_man)

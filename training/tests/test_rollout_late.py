@@ -56,3 +56,43 @@ def test_command_line_refuses_min_late_out_of_range(args, message, capsys) -> No
         main(["no-such-bundle", "--task", "bin-picking"] + args)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+class _World:
+    """A one-value world that records the actions it was given and succeeds after ``n`` steps."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.acts, self.success, self.success_step = n, [], False, None
+
+    def reset(self, level: str, seed: int) -> np.ndarray:
+        self.acts, self.success = [], False
+        return np.zeros(1, np.float32)
+
+    def step(self, act: np.ndarray):
+        self.acts.append(float(act[0]))
+        self.success = len(self.acts) >= self.n
+        return type("Step", (), {"obs": np.zeros(1, np.float32)})()
+
+
+@pytest.mark.parametrize("min_late, max_late, late_from, first_late", [
+    (3, 5, 2, False),   # plans 3-5 late: every plan after the first on the late network
+    (0, 1, 2, None),    # plans 0-1 late: never
+    (0, 0, 1, True),    # from 1 period: always, the first plan too (the runtime's latency counts at least 1)
+])
+def test_rollout_plans_on_the_late_network_when_the_plan_before_was_late(min_late, max_late, late_from, first_late) -> None:
+    """The main network plans 0s, the late one 1s: which ran shows in the actions executed."""
+    from energyflow.rollout import Planner, rollout
+
+    man = {"obs_horizon": 2, "action_horizon": 4, "pred_horizon": 16, "action_dim": 1}
+    planner = Planner(man, lambda c, z: np.zeros((1, 16, 1)), np.zeros(1, np.float32), np.ones(1, np.float32),
+                      np.ones(1, np.float32), late=lambda c, z: np.ones((1, 16, 1)), late_from=late_from)
+    world = _World(40)
+    rollout(planner, world, seed=0, max_late=max_late, min_late=min_late)
+    if first_late is None:
+        assert set(world.acts) == {0.0}
+        return
+    assert world.acts[0] == float(first_late)  # the first plan: no latency measured yet, 1 period
+    assert world.acts[-1] == 1.0 and set(world.acts) == ({1.0} if first_late else {0.0, 1.0})
+    plain = Planner(man, planner.plan, planner.state_mean, planner.state_std, planner.action_std)
+    rollout(plain, world, seed=0, max_late=max_late, min_late=min_late)
+    assert set(world.acts) == {0.0}  # no late network: the main one throughout

@@ -42,6 +42,8 @@ type Result struct {
 	// plans that finished while it was past (runtime.LoopStats).
 	LateSpells int64 `json:"late_spells"`
 	LatePlans  int64 `json:"late_plans"`
+	// LateNetPlans counts the plans sampled on the bundle's late network.
+	LateNetPlans int64 `json:"late_net_plans"`
 	// JoinMax is the largest change of the commanded velocity at a chunk
 	// boundary, JoinInside the median change between consecutive actions
 	// of one chunk (runtime.Joins; nil: none measured), Joins the
@@ -238,7 +240,7 @@ func (o *Options) drive(ctx context.Context, out harness.Output, cfg *runtime.Co
 	cancel()
 	<-watchDone
 	st := app.Loop().Stats()
-	r.LateSpells, r.LatePlans = st.LateSpells, st.LatePlans
+	r.LateSpells, r.LatePlans, r.LateNetPlans = st.LateSpells, st.LatePlans, st.LateNetPlans
 	j := app.Loop().Joins()
 	r.Joins, r.JoinMax, r.JoinInside = j.Boundaries, finite(j.MaxJump), finite(j.InsideMedian)
 	r.SwitchMax, r.SwitchMedian = finite(j.SwitchMax), finite(j.SwitchMedian)
