@@ -56,17 +56,7 @@ func TestLoopSamplesLatePlansOnTheLateNetwork(t *testing.T) {
 				sampler: func(f *fakeSampler, _ int) PolicySampler { main = &countingSampler{fakeSampler: f}; return main },
 				late:    func(f *fakeSampler) PolicySampler { late = &countingSampler{fakeSampler: f}; return late }})
 			period := h.l.period
-			plans := func(n int64, d time.Duration) {
-				t.Helper()
-				latency.Store(int64(d))
-				want := h.l.Stats().Chunks + n
-				for i := 0; h.l.Stats().Chunks < want; i++ {
-					if i > 100*int(n) {
-						t.Fatalf("only %d plans in %d ticks", h.l.Stats().Chunks, i)
-					}
-					h.step()
-				}
-			}
+			plans := func(n int64, d time.Duration) { t.Helper(); h.plans(t, &latency, n, d) }
 			plans(10, period/2)
 			if n := late.n.Load(); n != 0 {
 				t.Fatalf("plans half a period late: %d on the late network, want none", n)

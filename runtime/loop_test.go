@@ -283,6 +283,20 @@ func (h *loopHarness) step() {
 	}
 }
 
+// plans steps until n more chunks have been committed, each plan taking d
+// on the fake clock (latency is the harness's latency source).
+func (h *loopHarness) plans(t testing.TB, latency *atomic.Int64, n int64, d time.Duration) {
+	t.Helper()
+	latency.Store(int64(d))
+	want := h.l.Stats().Chunks + n
+	for i := 0; h.l.Stats().Chunks < want; i++ {
+		if i > 100*int(n) {
+			t.Fatalf("only %d plans in %d ticks", h.l.Stats().Chunks, i)
+		}
+		h.step()
+	}
+}
+
 // armGate arms the gate as an operator would: Loop.Arm posts a reset that
 // the next tick decides, refused while a cause persists.
 func (h *loopHarness) armGate(t testing.TB) {
@@ -575,17 +589,7 @@ func TestLoopWarnsWhenPlansLandLate(t *testing.T) {
 	metrics := telemetry.NewMetrics()
 	h.l.d.Metrics = metrics
 	period := h.l.period
-	plans := func(n int64, d time.Duration) {
-		t.Helper()
-		latency.Store(int64(d))
-		want := h.l.Stats().Chunks + n
-		for i := 0; h.l.Stats().Chunks < want; i++ {
-			if i > 100*int(n) {
-				t.Fatalf("only %d plans in %d ticks", h.l.Stats().Chunks, i)
-			}
-			h.step()
-		}
-	}
+	plans := func(n int64, d time.Duration) { t.Helper(); h.plans(t, &latency, n, d) }
 	plans(30, period/2)
 	if st := h.l.Stats(); st.LateSpells != 0 || st.LatePlans != 0 {
 		t.Fatalf("plans on time: %d spells, %d late plans, want none", st.LateSpells, st.LatePlans)
