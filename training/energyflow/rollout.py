@@ -68,9 +68,10 @@ class Planner:
                                for o in h]).astype(np.float32)[None]
 
 
-def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int = 1) -> Planner:
+def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int = 1, late: bool = True) -> Planner:
     """The reference sampler of a state bundle (Algorithm 2 for energyflow,
-    DDIM for diffusion) on ONNX Runtime; ``steps`` overrides the manifest's."""
+    DDIM for diffusion) on ONNX Runtime; ``steps`` overrides the manifest's. ``late`` False
+    leaves a bundle's late network out (``--late-off``, as ``sim --late-off``)."""
     man = read_manifest(bundle)
     if any(o["kind"] != "state" for o in man["obs"]):
         raise ValueError(f"{bundle}: takes images; rollouts outside the runtime run state bundles only "
@@ -94,7 +95,7 @@ def load_planner(bundle: str | Path, steps: Optional[int] = None, threads: int =
             return lambda cond, z: sample(eg, cond, z, sc, k, mean, std).actions
 
         plan = sampler("energy_grad")
-        if "late_policy" in man:
+        if late and "late_policy" in man:
             lp = man["late_policy"]
             return Planner(man, plan, np.asarray(st["norm"]["mean"], np.float32), np.asarray(st["norm"]["std"], np.float32),
                            std, late=sampler(lp["graph"]), late_from=int(lp["from_periods"]))
@@ -249,7 +250,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Closed-loop rollouts of a bundle straight on Meta-World, without the runtime.
 
     .venv/bin/python -m energyflow.rollout BUNDLE --task button-press [--level 0]
-        [--episodes 10] [--seed 1000] [--max-steps 500] [--steps K] [--max-late N [--min-late M]] [--json FILE]
+        [--episodes 10] [--seed 1000] [--max-steps 500] [--steps K] [--max-late N [--min-late M]] [--late-off]
+        [--json FILE]
 
     Run from the repository root (the simulator is its ``sim`` package). The
     reference sampler (ONNX Runtime, Algorithm 2 or DDIM by the bundle's
@@ -276,6 +278,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     p.add_argument("--min-late", type=int, default=0,
                    help="with --max-late: at least this many steps late (e.g. 3 with --max-late 5: plans held "
                         "3 periods longer, as sim eval --delay 3 does, landing about 4 periods late)")
+    p.add_argument("--late-off", action="store_true",
+                   help="plan every chunk on the bundle's main network, even where it has a late network for late "
+                        "plans (as sim --late-off)")
     p.add_argument("--json", default="")
     a = p.parse_args(argv)
     if a.max_late < 0:
@@ -283,7 +288,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if not 0 <= a.min_late <= a.max_late:
         p.error(f"--min-late must be 0..--max-late ({a.max_late}), got {a.min_late}")
 
-    planner = load_planner(a.bundle, a.steps)
+    planner = load_planner(a.bundle, a.steps, late=not a.late_off)
     w = world_class()(a.task, camera_size=None)
     results = []
     for ep in range(a.episodes):
@@ -298,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"task": a.task, "level": a.level, "bundle": a.bundle,
                                             "max_steps": a.max_steps, "max_late": a.max_late, "min_late": a.min_late,
-                                            "episodes": len(results), "successes": k, "results": results}, indent=2))
+                                            "late_network": planner.late is not None, "episodes": len(results), "successes": k, "results": results}, indent=2))
 
 
 if __name__ == "__main__":

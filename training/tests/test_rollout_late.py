@@ -96,3 +96,15 @@ def test_rollout_plans_on_the_late_network_when_the_plan_before_was_late(min_lat
     plain = Planner(man, planner.plan, planner.state_mean, planner.state_std, planner.action_std)
     rollout(plain, world, seed=0, max_late=max_late, min_late=min_late)
     assert set(world.acts) == {0.0}  # no late network: the main one throughout
+
+
+def test_load_planner_takes_the_shipped_late_network_unless_told_not_to() -> None:
+    """bundles/metaworld-bin-picking carries a late network from 2 periods; --late-off leaves it out."""
+    from pathlib import Path
+
+    from energyflow.rollout import load_planner
+
+    bundle = Path(__file__).resolve().parents[2] / "bundles" / "metaworld-bin-picking"
+    with_late = load_planner(bundle)
+    assert with_late.late is not None and with_late.late_from == 2
+    assert load_planner(bundle, late=False).late is None
