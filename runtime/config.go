@@ -326,8 +326,11 @@ func (c *Config) Validate() error {
 	if math.IsNaN(c.Loop.PlanLateLimit) || math.IsInf(c.Loop.PlanLateLimit, 0) {
 		add("loop", fmt.Errorf("plan_late_limit: %v is not a number of periods", c.Loop.PlanLateLimit))
 	}
-	if c.Loop.Late.FromPeriods < 0 {
-		add("loop", fmt.Errorf("late_policy.from_periods: %d: want 0 (the bundle's) or the plan latency in whole periods (≥ 1) from which plans sample on the late network", c.Loop.Late.FromPeriods))
+	switch lp := c.Loop.Late; {
+	case lp.FromPeriods < 0:
+		add("loop", fmt.Errorf("late_policy.from_periods: %d: want 0 (the bundle's) or the plan latency in whole periods (≥ 1) from which plans sample on the late network", lp.FromPeriods))
+	case lp.Off && lp.FromPeriods > 0:
+		add("loop", fmt.Errorf("late_policy: off with from_periods %d: set one or the other", lp.FromPeriods))
 	}
 	if c.Loop.Bridge != BridgeTail && c.Loop.Bridge != BridgeHold {
 		add("loop", fmt.Errorf("bridge: %q: want %q or %q", c.Loop.Bridge, BridgeTail, BridgeHold))

@@ -87,8 +87,8 @@ func TestLoopSamplesLatePlansOnTheLateNetwork(t *testing.T) {
 }
 
 // Refused at load, in one line: a threshold for a bundle without a late
-// network, a bundle with one and no sampler for it; a negative threshold
-// by the config check.
+// network, a bundle with one and no sampler for it; a negative threshold,
+// and off with a threshold, by the config check.
 func TestLatePolicyRefusals(t *testing.T) {
 	one := func(t *testing.T, err error, want string) {
 		t.Helper()
@@ -107,5 +107,9 @@ func TestLatePolicyRefusals(t *testing.T) {
 	c.Loop.Late.FromPeriods = -1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "loop: late_policy.from_periods: -1: want 0 (the bundle's)") {
 		t.Errorf("a negative from_periods: %v", err)
+	}
+	c.Loop.Late = LatePolicyConfig{FromPeriods: 3, Off: true}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "loop: late_policy: off with from_periods 3") {
+		t.Errorf("off with a threshold: %v", err)
 	}
 }
