@@ -61,7 +61,7 @@ type SamplerOptions struct {
 	// graph (Manifest.PolicyGraph), or GraphEnergyGradLate for the late
 	// network of a bundle with a "late_policy" block, which requires
 	// ActionsOnly (its energies are not the calibrated ones; the runtime
-	// scores every chunk on the main graph).
+	// scores every chunk on the main graph) and opens no state term.
 	Graph string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
@@ -285,7 +285,7 @@ func NewSampler(b *Bundle, be Backend, opts SamplerOptions) (*Sampler, error) {
 			}
 		}
 	}
-	if err == nil && m.StateEnergy != nil {
+	if err == nil && m.StateEnergy != nil && opts.Graph == "" { // the late network's sampler only plans
 		s.state, err = NewStateTerm(b, be)
 	}
 	if err != nil {
