@@ -117,6 +117,16 @@ func (c *Options) Prepare(root string) error {
 			}
 		}
 	}
+	// A calibration in the bundle names the rate, K and seeds it was driven
+	// at, not an added delay: one fitted on delayed driving would read there
+	// as the host's own, and its plan latency would set the runtime's
+	// plan_late_limit. Measuring one is what --dry-run is for.
+	switch {
+	case c.Delay > 0 && c.traces != "":
+		errs = append(errs, harness.Usagef("--delay %g with --traces: the traces were driven already; drop --delay", c.Delay))
+	case c.Delay > 0 && !c.dryRun:
+		errs = append(errs, harness.Usagef("--delay %g: the bundle's calibration would not record the added delay, and the runtime would take its thresholds and plan latency for the host's own; add --dry-run to measure one, or drop --delay", c.Delay))
+	}
 	if c.traces != "" && c.set["episodes"] {
 		errs = append(errs, harness.Usagef("--episodes %d with --traces: the traces' episodes are the calibration's; drop --episodes", c.Episodes))
 	}

@@ -3,6 +3,7 @@ package calibrate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"github.com/energyflow/edge/calibration"
 	"github.com/energyflow/edge/engines"
 	"github.com/energyflow/edge/engines/enginestest"
+	"github.com/energyflow/edge/sim/harness"
 	"github.com/energyflow/edge/sim/harness/harnesstest"
 )
 
@@ -97,6 +99,18 @@ func TestRun(t *testing.T) {
 	was.PlanLatency = cl2.PlanLatency
 	if !reflect.DeepEqual(&was, cl2) {
 		t.Errorf("--latency-only changed more than plan_latency:\n%+v\n%+v", cl, cl2)
+	}
+}
+
+// A calibration driven with --delay is measured with --dry-run only: written
+// into the bundle it would pass for the host's own timing. The refusal is
+// one line, before any episode runs.
+func TestRefusesADelayedCalibrationIntoTheBundle(t *testing.T) {
+	bundle := harnesstest.ShippedBundleCopy(t, "metaworld-button-press")
+	_, _, err := runCalibrate(t, "--bundle", bundle, "--delay", "2", "--score", "state_energy", "--alpha", "0.5")
+	var u harness.UsageError
+	if want := "--delay 2: the bundle's calibration would not record the added delay"; !errors.As(err, &u) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("sim calibrate --delay 2 without --dry-run: %v; want a usage error with %q", err, want)
 	}
 }
 

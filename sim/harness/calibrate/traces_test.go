@@ -143,6 +143,7 @@ func TestReadTraces(t *testing.T) {
 		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--alpha", "0.1"}, "--alpha with --ceiling-only: the calibration's window rule is kept as it is"},
 		{[]string{"--ceiling-only"}, "--ceiling-only needs --ceiling-alpha"},
 		{[]string{"--ceiling-only", "--ceiling-alpha", "0.5", "--rate", "10"}, "has no closed-loop calibration of energy at 10 Hz and K=20 to add a ceiling to"},
+		{[]string{"--delay", "2", "--dry-run"}, "--delay 2 with --traces: the traces were driven already"},
 	} {
 		args := append([]string{"--bundle", bdir, "--traces", good}, tc.args...)
 		var u harness.UsageError

@@ -74,10 +74,7 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 			o.Steps = b.Manifest.Sampler.Steps
 		}
 	}
-	s := Summarize(o.Flags, results, trips)
-	s.Delay = o.Delay
-	s.ObserveOnly = o.ObserveOnly
-	s.MaxSteps = o.MaxSteps
+	s := o.Summarize(results, trips)
 	fmt.Fprintln(out.Stdout, s.String())
 	if o.Summary != "" {
 		data, err := json.MarshalIndent(s, "", "  ")
@@ -89,6 +86,17 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 		}
 	}
 	return s, nil
+}
+
+// Summarize summarizes episodes driven with these options: Summarize of
+// the flags, with the added delay, observe-only and the step limit they ran
+// under, so that every summary written says how its episodes were driven.
+func (o *Options) Summarize(results []Result, trips map[string]int) Summary {
+	s := Summarize(o.Flags, results, trips)
+	s.Delay = o.Delay
+	s.ObserveOnly = o.ObserveOnly
+	s.MaxSteps = o.MaxSteps
+	return s
 }
 
 // OpenScores opens the --scores file (io.Discard for ""), and returns the

@@ -87,3 +87,19 @@ func TestSummarizeJoins(t *testing.T) {
 		t.Errorf("no episodes: chunking %q ratio %v", off.Chunking, off.JoinRatio)
 	}
 }
+
+// Options.Summarize says how the episodes were driven: the added delay,
+// observe-only and the step limit, in the JSON every tool writes (sim
+// calibrate's --json summary had left the delay out).
+func TestOptionsSummarizeSaysHowEpisodesWereDriven(t *testing.T) {
+	o := Options{Flags: harness.Flags{Task: "bin-picking", Level: "0", Rate: 20}, MaxSteps: 300, Delay: 3, ObserveOnly: true}
+	data, err := json.Marshal(o.Summarize([]Result{{Success: true, Steps: 90}}, map[string]int{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"delay_periods":3`, `"observe_only":true`, `"max_steps":300`} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("summary JSON lacks %s: %s", want, data)
+		}
+	}
+}
