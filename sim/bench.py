@@ -3,7 +3,8 @@
     python -m sim.bench [--task button-press] [--camera-size 96x96] [--ticks 300] [--no-modbus]
 
 1. in-process: Meta-World step, offscreen render, JPEG encode (what the bridge
-   does per command), per tick;
+   does per command), per tick, and apart the first render at the size (the
+   renderer made: the bridge makes a display view's at reset, docs/sim.md);
 2. end to end through a bridge subprocess in lockstep: Modbus command write
    (which returns after step + render) + one read of all input registers, as
    the runtime does per tick.
@@ -37,7 +38,9 @@ def bench_inprocess(task: str, size: tuple[int, int], ticks: int) -> dict:
     w = World(task, camera_size=size)
     pol = expert_policy(task)
     obs = w.reset(seed=0)
-    w.render()  # renderer creation is not part of a tick
+    t0 = time.perf_counter()
+    w.render()  # renderer creation is not part of a tick: timed apart, as first_render
+    first = time.perf_counter() - t0
     step, render, enc, tick, cpu_step, cpu_render = [], [], [], [], [], []
     for i in range(ticks):
         a = pol.get_action(obs)
@@ -62,7 +65,8 @@ def bench_inprocess(task: str, size: tuple[int, int], ticks: int) -> dict:
         if r.success or r.truncated:
             obs = w.reset(seed=i + 1)
     w.close()
-    return {"step": _stats(step), "render": _stats(render), "jpeg": _stats(enc),
+    return {"first_render_ms (the renderer made: what a new view size costs once)": round(first * 1000, 1),
+            "step": _stats(step), "render": _stats(render), "jpeg": _stats(enc),
             "step+render": _stats(np.add(step, render)), "tick": _stats(tick),
             "cpu_time (this thread; LP_NUM_THREADS=0 renders here)": {
                 "step": _stats(cpu_step), "render": _stats(cpu_render),

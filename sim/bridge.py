@@ -454,6 +454,9 @@ class Bridge:
         self._prev_pos = None
         self._pending = False
         self._publish_obs()
+        if self.view is not None:
+            # made now, between episodes, not on the step after a viewer connects (World.prepare)
+            self.world.prepare(self.view.size)
         # the view shows the new scene at once to whoever watches it; with nobody watching it is
         # not rendered (a client that connects gets a fresh render), as on every step
         self._render(force_view=self.view is not None and self.view.clients > 0)

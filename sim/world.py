@@ -409,6 +409,21 @@ class World:
         r = self._renderers[size] = mujoco.Renderer(m, height=h, width=w)
         return r
 
+    def prepare(self, size: tuple[int, int]) -> None:
+        """Make the renderer for a view of the policy's camera at size, and render it once, if
+        this task does not have it yet. The first render at a size (a new framebuffer, Mesa's
+        llvmpipe compiling its shaders) can take most of a second on a slow 2-core host, against
+        about 20 ms a frame after (python -m sim.bench); a display view made when a viewer
+        connects held the next Modbus reply back by that much, and the runtime's loop_late
+        watchdog stopped the arm. Without a camera it does nothing."""
+        if not self.camera_size or (self._renderer_task == self.task and tuple(size) in self._renderers):
+            return
+        self.render(tuple(size))
+
+    def has_renderer(self, size: tuple[int, int]) -> bool:
+        """Whether this task's renderer for size is made (prepare, or a render at size)."""
+        return self._renderer_task == self.task and tuple(size) in self._renderers
+
     def render(self, size: tuple[int, int] | None = None, camera: str | None = None) -> np.ndarray | None:
         """RGB uint8 (H, W, 3) of the current state, or None without a camera.
 

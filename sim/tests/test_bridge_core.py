@@ -154,3 +154,18 @@ def test_parse_size_refuses_in_one_line(arg: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="want WIDTHxHEIGHT") as e:
         parse_size(arg)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("view_size, made", [((160, 120), True), (None, False)])
+def test_reset_makes_the_display_views_renderer(view_size, made):
+    """A display view's renderer is made at reset, between episodes, not on the step after a
+    viewer connects: its first render (about half a second on a 2-core host) held that step's
+    Modbus reply back and the runtime's loop_late watchdog stopped the watched demo."""
+    m = load_map(REPO / "examples" / "maps" / "metaworld.yaml")
+    w = World("button-press", camera_size=(64, 48), max_steps=30)
+    b = Bridge(w, m, lockstep=True, auto_reset=False, view_size=view_size)
+    assert not w.has_renderer((160, 120))
+    b.reset(seed=3)
+    assert w.has_renderer((160, 120)) is made
+    assert w.has_renderer((64, 48))                    # the policy's own frame, as before
+    w.close()
