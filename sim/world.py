@@ -416,9 +416,8 @@ class World:
         about 20 ms a frame after (python -m sim.bench); a display view made when a viewer
         connects held the next Modbus reply back by that much, and the runtime's loop_late
         watchdog stopped the arm. Without a camera it does nothing."""
-        if not self.camera_size or (self._renderer_task == self.task and tuple(size) in self._renderers):
-            return
-        self.render(tuple(size))
+        if self.camera_size and not self.has_renderer(size):
+            self.render(tuple(size))
 
     def has_renderer(self, size: tuple[int, int]) -> bool:
         """Whether this task's renderer for size is made (prepare, or a render at size)."""

@@ -157,9 +157,9 @@ def test_parse_size_refuses_in_one_line(arg: str) -> None:
 
 
 @pytest.mark.parametrize("view_size, made", [((160, 120), True), (None, False)])
-def test_reset_makes_the_display_views_renderer(view_size, made):
+def test_reset_makes_the_display_views_renderer(view_size: tuple[int, int] | None, made: bool) -> None:
     """A display view's renderer is made at reset, between episodes, not on the step after a
-    viewer connects: its first render (about half a second on a 2-core host) held that step's
+    viewer connects: its first render (most of a second on a slow 2-core host) held that step's
     Modbus reply back and the runtime's loop_late watchdog stopped the watched demo."""
     m = load_map(REPO / "examples" / "maps" / "metaworld.yaml")
     w = World("button-press", camera_size=(64, 48), max_steps=30)
