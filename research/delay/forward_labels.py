@@ -5,7 +5,9 @@ reaches only after the ``d`` actions committed before it. Corrections from an ex
 fresh observations (stop 83's) are right for a controller that acts at once; these labels are
 right for a chunk that runs late. The bundle drives scene after scene straight on Meta-World, its
 plans landing ``min_late..max_late`` steps late as through the runtime
-(:func:`energyflow.rollout.late_plan`). At every plan, before its actions run, the simulator's
+(:func:`energyflow.rollout.late_plan`), on the bundle's late network where the plan before landed
+late enough (:meth:`energyflow.rollout.Planner.plan_at`; ``--late-off`` drives on the main network
+alone). At every plan, before its actions run, the simulator's
 state is copied and run forward on the copy: the ``d`` actions committed before the plan lands
 (the previous chunk's), then Meta-World's scripted expert on each fresh observation for the rest
 of the chunk. The label for the plan's observation window is that chunk, laid out as a
@@ -92,13 +94,13 @@ def scene(planner: Planner, world: Any, expert: Callable[[np.ndarray], np.ndarra
     o = world.reset(level="0", seed=seed)
     hist = [o] * To
     rng = np.random.default_rng(seed)
-    steps, pending, last = 0, [], None
+    steps, pending, last, d = 0, [], None, 0
     states: List[np.ndarray] = []
     chunks: List[np.ndarray] = []
     delays: List[int] = []
     while steps < max_steps and not world.success:
         z = rng.standard_normal((1,) + planner.noise_shape).astype(np.float32)
-        actions = planner.plan(planner.cond(hist), z)
+        actions = planner.plan_at(planner.cond(hist), z, d)  # the late network where the rollout takes it
         d = int(rng.integers(min_late, max_late + 1))
         if pending and last is not None and steps + Tp < max_steps:
             committed = (list(pending) + [pending[-1]] * d)[:d]
@@ -129,12 +131,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                     help="scene seeds A:B (apart from the demonstrations' 0–199 and the evaluation's 1000–1049)")
     ap.add_argument("--min-late", type=int, default=3, help="fewest steps a plan lands late (at least 1)")
     ap.add_argument("--max-late", type=int, default=5, help="most steps a plan lands late")
+    ap.add_argument("--late-off", action="store_true",
+                    help="drive on the main network alone, leaving a bundle's late network out (as the labels "
+                         "of stop 84 were collected, before bundles had one)")
     ap.add_argument("--out", required=True, help="the labels (.npz; a .json summary beside it)")
     args = ap.parse_args(argv)
     if not 0 < args.min_late <= args.max_late:
         ap.error(f"--min-late must be 1..--max-late ({args.max_late}), got {args.min_late}")
     try:
-        planner = load_planner(args.bundle, threads=1)
+        planner = load_planner(args.bundle, threads=1, late=not args.late_off)
     except (BundleError, ValueError, OSError) as e:
         ap.error(f"--bundle: {e}")
     if args.max_late + planner.obs_horizon > planner.noise_shape[0]:
@@ -157,6 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     np.savez_compressed(args.out, states=np.stack(S), chunks=np.stack(A), delays=np.asarray(D, np.int8))
     summary = {"bundle": args.bundle, "task": args.task, "seeds": [args.seeds.start, args.seeds.stop],
                "min_late": args.min_late, "max_late": args.max_late,
+               "late_network": planner.late is not None,
                "policy_successes": sum(r["success"] for r in rows), "labels": len(A), "scenes": rows}
     Path(args.out).with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"{len(rows)} scenes, policy alone {summary['policy_successes']}, {len(A)} labels → {args.out}")

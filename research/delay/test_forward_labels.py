@@ -38,13 +38,44 @@ def test_snapshot_and_restore_leave_the_world_where_it_was(world, expert) -> Non
     np.testing.assert_allclose(world.env.step(a)[0], want, rtol=0, atol=1e-9)  # MuJoCo round-off only
 
 
-def test_labels_leave_the_drive_as_the_rollout_drives(world, expert) -> None:
+@pytest.mark.parametrize("late", [True, False], ids=["late-network", "late-off"])
+def test_labels_leave_the_drive_as_the_rollout_drives(world, expert, late) -> None:
     from energyflow.rollout import load_planner, rollout
 
-    planner = load_planner(BUNDLE, threads=1)
-    states, chunks, delays, row = scene(planner, world, expert, 1000, 3, 5, max_steps=60)
-    plain = rollout(planner, world, 1000, max_steps=60, min_late=3, max_late=5)
+    planner = load_planner(BUNDLE, threads=1, late=late)
+    assert (planner.late is not None) == late  # the shipped bundle carries a late network
+    calls = {"main": 0, "late": 0}
+    plan, late_plan_ = planner.plan, planner.late
+
+    def counted(name, f):
+        def g(cond, z):
+            calls[name] += 1
+            return f(cond, z)
+        return g
+
+    planner.plan = counted("main", plan)
+    if late:
+        planner.late = counted("late", late_plan_)
+    done = []
+    step = world.step
+
+    def recording_step(a):
+        done.append(np.asarray(a, np.float32).copy())
+        return step(a)
+
+    world.step = recording_step
+    try:
+        states, chunks, delays, row = scene(planner, world, expert, 1000, 3, 5, max_steps=60)
+        labelled_drive, labelled_calls = list(done), dict(calls)
+        done.clear()
+        calls.update(main=0, late=0)
+        plain = rollout(planner, world, 1000, max_steps=60, min_late=3, max_late=5)
+    finally:
+        del world.step
     assert (row["steps"], row["success"]) == (plain["steps"], plain["success"])
+    np.testing.assert_array_equal(np.stack(labelled_drive), np.stack(done))  # the same actions, step for step
+    assert labelled_calls == calls
+    assert (calls["late"] > 0) == late and calls["main"] >= 1  # the first plan is the main network's
     assert row["labels"] == len(states) == len(chunks) == len(delays) > 0
     assert set(delays) <= {3, 4, 5}
     assert np.stack(states).shape[1:] == (2, 39) and np.stack(chunks).shape[1:] == (16, 4)
@@ -56,17 +87,17 @@ def test_the_label_is_the_last_action_then_the_committed_ones_then_the_expert(wo
 
     planner = load_planner(BUNDLE, threads=1)
     done, plans_at = [], []
-    step, plan = world.step, planner.plan
+    step, plan = world.step, planner.plan_at
 
     def recording_step(a):
         done.append(np.clip(np.asarray(a, np.float32), -1, 1))
         return step(a)
 
-    def recording_plan(cond, z):
+    def recording_plan(cond, z, periods):
         plans_at.append(len(done))
-        return plan(cond, z)
+        return plan(cond, z, periods)
 
-    world.step, planner.plan = recording_step, recording_plan
+    world.step, planner.plan_at = recording_step, recording_plan
     try:
         states, chunks, delays, row = scene(planner, world, expert, 1001, 3, 3, max_steps=60)
     finally:
