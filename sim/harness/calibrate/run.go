@@ -204,7 +204,7 @@ func (c *Options) writeSummary(key string, block any, results []eval.Result) err
 	if c.Summary == "" {
 		return nil
 	}
-	s := c.Options.Summarize(results, map[string]int{})
+	s := c.Options.Summarize(results)
 	data, err := json.MarshalIndent(map[string]any{key: block, "episodes": s}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -148,7 +148,7 @@ func (t *tracer) close(f harness.Flags, observeOnly bool) error {
 	if f.Steps == 0 { // the bundle's K, as sim eval reports it
 		f.Steps = t.steps
 	}
-	s := eval.Summarize(f, rs, map[string]int{})
+	s := eval.Summarize(f, rs)
 	s.Level = level
 	s.ObserveOnly = observeOnly
 	s.MaxSteps = harness.MetaWorldMaxSteps // the demo's bridge is given no limit

@@ -57,14 +57,10 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 	}
 	defer closeScores()
 	var results []Result
-	trips := map[string]int{}
 	for ep := 0; ep < o.Episodes && ctx.Err() == nil; ep++ {
 		r, err := RunEpisode(ctx, out, root, o, b, ep, scoreFile)
 		if err != nil {
 			return Summary{}, &EpisodeError{Episode: ep, Err: err}
-		}
-		if r.StopKind != "" {
-			trips[r.StopKind]++
 		}
 		results = append(results, r)
 		fmt.Fprintf(out.Stderr, "episode %d seed %d: success=%v steps=%d end=%s stop=%s\n", ep, r.Seed, r.Success, r.Steps, r.End, r.StopKind)
@@ -74,7 +70,7 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 			o.Steps = b.Manifest.Sampler.Steps
 		}
 	}
-	s := o.Summarize(results, trips)
+	s := o.Summarize(results)
 	fmt.Fprintln(out.Stdout, s.String())
 	if o.Summary != "" {
 		data, err := json.MarshalIndent(s, "", "  ")
@@ -91,8 +87,8 @@ func Run(ctx context.Context, out harness.Output, root string, o *Options) (Summ
 // Summarize summarizes episodes driven with these options: Summarize of
 // the flags, with the added delay, observe-only and the step limit they ran
 // under, so that every summary written says how its episodes were driven.
-func (o *Options) Summarize(results []Result, trips map[string]int) Summary {
-	s := Summarize(o.Flags, results, trips)
+func (o *Options) Summarize(results []Result) Summary {
+	s := Summarize(o.Flags, results)
 	s.Delay = o.Delay
 	s.ObserveOnly = o.ObserveOnly
 	s.MaxSteps = o.MaxSteps

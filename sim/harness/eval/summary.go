@@ -119,9 +119,15 @@ func (s Summary) String() string {
 		s.Task, s.Level, s.Steps, s.Successes, s.Episodes, 100*s.Rate, 100*s.Low, 100*s.High, s.MeanLen, toSuccess, inference, late, trips)
 }
 
-// Summarize is the summary of the episodes rs driven with f, trips the
-// count of their stops by kind.
-func Summarize(f harness.Flags, rs []Result, trips map[string]int) Summary {
+// Summarize is the summary of the episodes rs driven with f; its Trips
+// counts their stops by kind (Result.StopKind).
+func Summarize(f harness.Flags, rs []Result) Summary {
+	trips := map[string]int{}
+	for _, r := range rs {
+		if r.StopKind != "" {
+			trips[r.StopKind]++
+		}
+	}
 	s := Summary{Task: f.Task, Level: f.Level, Bundle: f.Bundle, RateHz: f.Rate, Steps: f.Steps, Episodes: len(rs), Trips: trips, Results: rs,
 		Camera: f.CameraName, Chunking: f.Chunking, WarmSigma: f.WarmSigma, WarmSteps: f.WarmSteps}
 	if s.Chunking == "" {

@@ -33,7 +33,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Summarize(f, tc.results, map[string]int{})
+			s := Summarize(f, tc.results)
 			for _, c := range []struct {
 				name string
 				got  *float64
@@ -76,14 +76,14 @@ func TestSummarizeJoins(t *testing.T) {
 		{JoinMax: v(0.3), JoinInside: v(0.03), SwitchMax: v(0.2), SwitchMedian: v(0.02)},
 		{}, // measured nothing: left out
 	}
-	s := Summarize(f, rs, map[string]int{})
+	s := Summarize(f, rs)
 	if *s.JoinMax != 0.3 || *s.JoinInside != 0.03 || *s.JoinRatio != 0.3/0.03 || *s.SwitchMax != 0.2 || *s.SwitchMedian != 0.02 {
 		t.Errorf("joins %v %v %v, switches %v %v", *s.JoinMax, *s.JoinInside, *s.JoinRatio, *s.SwitchMax, *s.SwitchMedian)
 	}
 	if s.Chunking != "denoised" || s.ChunkingStrength != 1 || !strings.Contains(s.String(), "chunk joins 0.300 vs 0.030 inside (×10.00), plan switch max 0.200 median 0.020") {
 		t.Errorf("chunking %q strength %v; line %s", s.Chunking, s.ChunkingStrength, s.String())
 	}
-	if off := Summarize(harness.Flags{}, nil, map[string]int{}); off.Chunking != "off" || off.JoinRatio != nil {
+	if off := Summarize(harness.Flags{}, nil); off.Chunking != "off" || off.JoinRatio != nil {
 		t.Errorf("no episodes: chunking %q ratio %v", off.Chunking, off.JoinRatio)
 	}
 }
@@ -93,7 +93,7 @@ func TestSummarizeJoins(t *testing.T) {
 // calibrate's --json summary had left the delay out).
 func TestOptionsSummarizeSaysHowEpisodesWereDriven(t *testing.T) {
 	o := Options{Flags: harness.Flags{Task: "bin-picking", Level: "0", Rate: 20}, MaxSteps: 300, Delay: 3, ObserveOnly: true}
-	data, err := json.Marshal(o.Summarize([]Result{{Success: true, Steps: 90}}, map[string]int{}))
+	data, err := json.Marshal(o.Summarize([]Result{{Success: true, Steps: 90}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,5 +101,29 @@ func TestOptionsSummarizeSaysHowEpisodesWereDriven(t *testing.T) {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("summary JSON lacks %s: %s", want, data)
 		}
+	}
+}
+
+// Summarize counts the stops by kind from the episodes themselves, so that
+// every summary written (sim eval's, sim calibrate's, the demo trace's)
+// carries them; sim calibrate's had written "trips": {} beside episodes
+// that ended in a stop.
+func TestSummarizeCountsStopsByKind(t *testing.T) {
+	rs := []Result{
+		{End: "safety_stop", StopKind: "tracking"},
+		{Success: true, End: "success"},
+		{End: "safety_stop", StopKind: "energy", StopScore: "state_energy"},
+		{End: "safety_stop", StopKind: "tracking"},
+		{End: "truncated"},
+	}
+	s := Summarize(harness.Flags{Task: "bin-picking"}, rs)
+	if len(s.Trips) != 2 || s.Trips["tracking"] != 2 || s.Trips["energy"] != 1 {
+		t.Errorf("trips %v, want tracking 2 and energy 1", s.Trips)
+	}
+	if !strings.Contains(s.String(), "safety stops: energy=1 tracking=2") {
+		t.Errorf("summary line: %s", s.String())
+	}
+	if none := Summarize(harness.Flags{}, []Result{{Success: true}}); none.Trips == nil || len(none.Trips) != 0 {
+		t.Errorf("no stop: trips %v, want {} (written as an empty object)", none.Trips)
 	}
 }
