@@ -40,4 +40,3 @@ def test_refuses_in_one_line(case, message, tmp_path, capsys) -> None:
     assert e.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
     assert not (tmp_path / "l2").exists()
-
