@@ -173,26 +173,10 @@ func (s *stack) waitStateUntil(want State, deadline time.Time) bool {
 	}
 }
 
-// resetWhenScored presses RESET like an operator: a refusal because the
-// deciding tick had no fresh energy score (score_stale: the re-scoring
-// goroutine was late, as on a loaded 2-core CI box) is correct behaviour,
-// and the operator presses again. Any other answer is returned at once.
-func (s *stack) resetWhenScored(t *testing.T) (int, string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := s.post(t, "/api/reset", resetToken)
-		if code == 200 || !strings.Contains(body, "score_stale") || time.Now().After(deadline) {
-			return code, body
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}
-
 // armWhenBack resets the loop like an operator who waits for a restarted
-// arm: every refusal (the link not yet back, or score_stale because the
-// first scores after the reconnect are not in yet, slow under emulation)
-// is retried until the deadline, and the last refusal is returned.
+// arm: every refusal (the link not yet back, or its first states or scores
+// after the reconnect not in yet, slow under emulation) is retried until the
+// deadline, and the last refusal is returned.
 func (s *stack) armWhenBack(within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -302,7 +286,8 @@ func TestEndToEnd(t *testing.T) {
 	if code, _ := s.post(t, "/api/reset", viewToken); code != http.StatusForbidden && code != http.StatusUnauthorized {
 		t.Fatalf("reset with the view token answered %d, want 403", code)
 	}
-	if code, body := s.resetWhenScored(t); code != 200 {
+	// Pressed once: a reset between two re-scores waits for the next one.
+	if code, body := s.post(t, "/api/reset", resetToken); code != 200 {
 		t.Fatalf("reset: %d %s", code, body)
 	}
 	s.waitState(t, StateRunning, 10*time.Second)

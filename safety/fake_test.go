@@ -236,6 +236,25 @@ func (r *rig) resetAt(mod func(*Inputs)) error {
 	return <-done
 }
 
+// resetOver requests a reset and ticks with each of mods in turn until it
+// is decided; it fails the test when the reset is still pending after them.
+func (r *rig) resetOver(mods ...func(*Inputs)) error {
+	r.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.g.Reset(context.Background(), "tester") }()
+	for !r.g.Status().ResetPending {
+		time.Sleep(50 * time.Microsecond) // waits for the goroutine, not for time to pass
+	}
+	for _, mod := range mods {
+		r.tick(mod)
+		if !r.g.Status().ResetPending {
+			return <-done
+		}
+	}
+	r.t.Fatalf("reset still pending after %d ticks", len(mods))
+	return nil
+}
+
 func (r *rig) drain() []Event {
 	var evs []Event
 	for {

@@ -493,6 +493,8 @@ func (g *Guard) Tick(ctx context.Context, in *Inputs) (Decision, error) {
 				req = nil
 			case req.mode != RecoveryNone:
 				act, gen, purpose = actEnable, g.gen, enableRecover
+			case g.awaitScore(req, &b):
+				g.pending, req = req, nil // decided on a later tick that has the scores
 			case b.kind != KindNone:
 				r := g.reasonFor(&b, in)
 				g.counters.ResetsRefused++
@@ -794,6 +796,18 @@ func (g *Guard) await(ctx context.Context, req *resetRequest, what string) error
 		g.mu.Unlock()
 		return <-req.done // a tick took it: its answer is coming
 	}
+}
+
+// awaitScore says whether the reset req, blocked only by the reset's
+// fresh-score rule (b: no fresh score on this tick, every other condition
+// clear), waits for a later tick instead of being refused (mu held).
+// Re-scores land on some ticks and not others, so a reset pressed between
+// two of them would otherwise be refused at random on a host whose re-score
+// takes several periods. The wait is bounded by the score watchdog: once no
+// fresh score has come for watchdog.score_max_age, the tick's fault is the
+// watchdog's score_stale and the reset is refused with it.
+func (g *Guard) awaitScore(req *resetRequest, b *fault) bool {
+	return req.mode == RecoveryNone && b.kind == KindScoreStale && b.note != ""
 }
 
 // OnArmEvent takes the arm driver's link events (actuators.Options.OnEvent):

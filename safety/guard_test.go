@@ -258,10 +258,47 @@ func TestResetEnergyStricterThanRule(t *testing.T) {
 	if !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), "still above") {
 		t.Fatalf("got %v", err)
 	}
-	// So does a tick without a score.
-	err = r.resetAt(func(in *Inputs) { in.Scores = NoScores() })
-	if !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), "score_stale") {
-		t.Fatalf("got %v", err)
+}
+
+// TestResetWaitsForAScoredTick: re-scores land on some ticks and not on
+// others, so a reset decided on a tick without a fresh score waits for the
+// next tick that has one, and is refused with score_stale when the score
+// watchdog's score_max_age (250 ms, 100 ms ticks) passes without one.
+func TestResetWaitsForAScoredTick(t *testing.T) {
+	noScore := func(in *Inputs) { in.Scores = NoScores() }
+	scored := func(in *Inputs) { in.Scores[ScoreEnergy] = 1 }
+	high := func(in *Inputs) { in.Scores[ScoreEnergy] = 11 }
+	cases := []struct {
+		name string
+		mods []func(*Inputs)
+		want string // "" = accepted, else in the refusal
+	}{
+		{"scored at once", []func(*Inputs){scored}, ""},
+		{"scored two ticks later", []func(*Inputs){noScore, noScore, scored}, ""},
+		{"scored above the threshold", []func(*Inputs){noScore, high}, "still above"},
+		{"never scored", []func(*Inputs){noScore, noScore, noScore, noScore, noScore}, "score_stale"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, testConfig())
+			r.armGate()
+			if err := r.g.Stop(context.Background(), "tester", "test"); err != nil {
+				t.Fatal(err)
+			}
+			r.tick(nil)
+			r.drain()
+			err := r.resetOver(tc.mods...)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+				if s := r.g.Status().State; s != Running {
+					t.Fatalf("state %v after the reset", s)
+				}
+			case !errors.Is(err, ErrResetRefused) || !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("got %v, want a refusal with %q", err, tc.want)
+			}
+		})
 	}
 }
 
