@@ -754,7 +754,9 @@ func (g *Guard) stop(ctx context.Context, actor, message string, level slog.Leve
 // authenticated it). The request is decided at the next tick on live inputs:
 // it is refused (ErrResetRefused, saying which cause persists) while any
 // monitor or watchdog would trip — for the energy monitor, while its rule is
-// in alarm, any monitored score is above its threshold or missing. Accepted,
+// in alarm, any monitored score is above its threshold or missing (a tick
+// without a fresh score, nothing else wrong, passes the request on to the
+// next tick; the score watchdog bounds that wait). Accepted,
 // the gate enables the arm and passes commands again from the following
 // tick, with the rate limits restarting from standstill. Reset blocks until
 // that tick or until ctx ends (ErrNoTick). Resetting a running gate is a no-op;
