@@ -227,13 +227,7 @@ func (r *rig) armGate() {
 // resetAt requests a reset and ticks once (with mod) to decide it.
 func (r *rig) resetAt(mod func(*Inputs)) error {
 	r.t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- r.g.Reset(context.Background(), "tester") }()
-	for !r.g.Status().ResetPending {
-		time.Sleep(50 * time.Microsecond) // waits for the goroutine, not for time to pass
-	}
-	r.tick(mod)
-	return <-done
+	return r.resetOver(mod)
 }
 
 // resetOver requests a reset and ticks with each of mods in turn until it

@@ -802,7 +802,7 @@ func (g *Guard) await(ctx context.Context, req *resetRequest, what string) error
 
 // awaitScore says whether the reset req, blocked only by the reset's
 // fresh-score rule (b: no fresh score on this tick, every other condition
-// clear), waits for a later tick instead of being refused (mu held).
+// clear), waits for a later tick instead of being refused.
 // Re-scores land on some ticks and not others, so a reset pressed between
 // two of them would otherwise be refused at random on a host whose re-score
 // takes several periods. The wait is bounded by the score watchdog: once no
