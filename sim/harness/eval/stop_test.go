@@ -28,7 +28,7 @@ const (
 	stopTestBundle = "metaworld-button-press"
 	stopTestRateHz = 20
 	// level0RateHz is the rate sim eval and the demo drive this bundle at
-	// by default (docs/evaluation.md, "Warm starts").
+	// by default (docs/engines.md, "Warm starts").
 	level0RateHz = 10
 )
 
