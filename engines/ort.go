@@ -162,27 +162,11 @@ func (b *ORT) Open(spec GraphSpec) (Session, error) {
 		return nil, err
 	}
 
-	so, err := ort.NewSessionOptions()
+	so, err := sessionOptions(b.threads, ort.GraphOptimizationLevelEnableAll, b.noSpin)
 	if err != nil {
-		return nil, fmt.Errorf("engines: ORT session options: %w", err)
+		return nil, err
 	}
 	defer so.Destroy()
-	for _, set := range []func() error{
-		func() error { return so.SetIntraOpNumThreads(b.threads) },
-		func() error { return so.SetInterOpNumThreads(1) },
-		func() error { return so.SetExecutionMode(ort.ExecutionModeSequential) },
-		func() error { return so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelEnableAll) },
-		func() error {
-			if b.noSpin {
-				return so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0")
-			}
-			return nil
-		},
-	} {
-		if err := set(); err != nil {
-			return nil, fmt.Errorf("engines: ORT session options: %w", err)
-		}
-	}
 	inNames := make([]string, len(spec.Inputs))
 	for i, t := range spec.Inputs {
 		inNames[i] = t.Name
@@ -265,6 +249,36 @@ type ortSession struct {
 	binds   map[int]*ortBinding
 	cur     *ortBinding
 	closed  bool
+}
+
+// sessionOptions are the options every session of the backend is made
+// with: threads intra-op threads, one inter-op thread, sequential execution,
+// the graph optimisation level opt (the backend uses all of them; docs/engines.md,
+// "The settings, measured") and, with noSpin, idle intra-op threads that do
+// not busy-wait. The caller destroys them.
+func sessionOptions(threads int, opt ort.GraphOptimizationLevel, noSpin bool) (*ort.SessionOptions, error) {
+	so, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("engines: ORT session options: %w", err)
+	}
+	for _, set := range []func() error{
+		func() error { return so.SetIntraOpNumThreads(threads) },
+		func() error { return so.SetInterOpNumThreads(1) },
+		func() error { return so.SetExecutionMode(ort.ExecutionModeSequential) },
+		func() error { return so.SetGraphOptimizationLevel(opt) },
+		func() error {
+			if noSpin {
+				return so.AddSessionConfigEntry("session.intra_op.allow_spinning", "0")
+			}
+			return nil
+		},
+	} {
+		if err := set(); err != nil {
+			so.Destroy()
+			return nil, fmt.Errorf("engines: ORT session options: %w", err)
+		}
+	}
+	return so, nil
 }
 
 var _ Session = (*ortSession)(nil)

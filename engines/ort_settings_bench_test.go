@@ -1,10 +1,10 @@
 package engines
 
 // The ONNX Runtime settings the ORT backend ships with, measured against the
-// alternatives on a bundle's ∇E graph (docs/engines.md, "ONNX Runtime
-// settings"). This file is internal to the package: it builds sessions with
-// onnxruntime_go directly, because ORTOptions does not expose the settings
-// it fixes.
+// alternatives on a bundle's ∇E graph (docs/engines.md, "The
+// settings, measured"). This file is internal to the package: it builds
+// sessions with the backend's sessionOptions and onnxruntime_go directly,
+// because ORTOptions does not expose the settings the backend fixes.
 
 import (
 	"fmt"
@@ -47,21 +47,11 @@ type ortSettingRunner struct {
 }
 
 func newORTSettingRunner(spec GraphSpec, s ortSetting, fill func(i int, buf []float32)) (*ortSettingRunner, error) {
-	so, err := ort.NewSessionOptions()
+	so, err := sessionOptions(s.threads, s.opt, false) // the backend's own options, but for s
 	if err != nil {
 		return nil, err
 	}
 	defer so.Destroy()
-	for _, set := range []func() error{
-		func() error { return so.SetIntraOpNumThreads(s.threads) },
-		func() error { return so.SetInterOpNumThreads(1) },
-		func() error { return so.SetExecutionMode(ort.ExecutionModeSequential) },
-		func() error { return so.SetGraphOptimizationLevel(s.opt) },
-	} {
-		if err := set(); err != nil {
-			return nil, err
-		}
-	}
 	var inNames, outNames []string
 	for _, t := range spec.Inputs {
 		inNames = append(inNames, t.Name)
