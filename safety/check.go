@@ -219,6 +219,11 @@ func (g *Guard) check(in *Inputs) (first, hw fault) {
 	return first, hw
 }
 
+// noteResetNeedsScore marks the score_stale fault of the reset's own
+// fresh-score rule, which a reset waits out (Guard.awaitScore), apart from the
+// score watchdog's, which refuses it.
+const noteResetNeedsScore = "a reset needs a fresh score on the tick that decides it"
+
 // resetCheck adds the stricter conditions of a reset to a clear tick: every
 // monitored score fresh now and at or below its threshold (the start band's,
 // for closed-loop bands: the gate is stopped), no rule in alarm.
@@ -229,7 +234,7 @@ func (g *Guard) resetCheck(f *fault, in *Inputs) {
 		thr := t.At(0)
 		switch {
 		case math.IsNaN(x):
-			*f = fault{kind: KindScoreStale, score: t.Score, age: 0, bound: g.cfg.Watchdog.ScoreMaxAge, note: "a reset needs a fresh score on the tick that decides it"}
+			*f = fault{kind: KindScoreStale, score: t.Score, age: 0, bound: g.cfg.Watchdog.ScoreMaxAge, note: noteResetNeedsScore}
 		case x > thr:
 			*f = fault{kind: KindEnergy, score: t.Score, value: x, threshold: thr, n: -1, note: "still above the threshold"}
 		case g.rules[i].alarmed():

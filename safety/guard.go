@@ -809,7 +809,7 @@ func (g *Guard) await(ctx context.Context, req *resetRequest, what string) error
 // fresh score has come for watchdog.score_max_age, the tick's fault is the
 // watchdog's score_stale and the reset is refused with it.
 func (g *Guard) awaitScore(req *resetRequest, b *fault) bool {
-	return req.mode == RecoveryNone && b.kind == KindScoreStale && b.note != ""
+	return req.mode == RecoveryNone && b.kind == KindScoreStale && b.note == noteResetNeedsScore
 }
 
 // OnArmEvent takes the arm driver's link events (actuators.Options.OnEvent):
